@@ -1,0 +1,3 @@
+from fa_doctor.cli import main
+
+main()

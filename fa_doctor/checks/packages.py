@@ -1,0 +1,180 @@
+"""Inventory findings: conflicts, broken, shadowed, duplicate and missing installs."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections import defaultdict
+
+from fa_doctor.checks import remedies
+from fa_doctor.checks.inventory import ImplState, inside, owner_roots, unmet_requirements
+from fa_doctor.facts import Facts
+from fa_doctor.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of, normalize
+from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.probes.modules import resolve
+
+# Requirements that break imports when wrong (torch pins of compiled builds, the FA4 runtime).
+_CHECKED_REQUIREMENTS = {
+    "flash-attn-4": None,
+    "fa4": None,
+    "flash-attn-cute": None,
+    "sglang-kernel": ("torch",),
+    "sgl-kernel": ("torch",),
+    "nvidia-cutlass-dsl": None,
+    "sglang": ("sglang-kernel", "flash-attn-4", "torch"),
+}
+
+
+def _reinstall_for(facts: Facts, normalized: str) -> tuple[Remedy, ...]:
+    for impl in IMPLEMENTATIONS:
+        if normalized in impl.distributions:
+            return remedies.reinstall(facts, impl.key)
+    return (Remedy(f"(2) Reinstall {normalized}.", (remedies.pip(facts, "--force-reinstall", "--no-deps", normalized),)),)
+
+
+def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
+    found = [s for s in states.values() if s.installed]
+    if not found:
+        return [Finding(
+            "package.none", Severity.FAIL, "No FlashAttention implementation is installed",
+            f"None of flash-attn, flash-attn-3, flash-attn-4, sglang-kernel, sglang or vllm is installed for "
+            f"{facts.target.executable}.",
+            {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
+            (remedies.reinstall(facts, "fa3-sgl" if facts.scan.first("sglang") else "fa4")[0],),
+        )]
+    listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in found if s.dist}
+    return [Finding("package.found", Severity.OK, "FlashAttention packages found",
+                    "; ".join(f"{k}: {v}" for k, v in listing.items()), listing)]
+
+
+def conflicts(facts: Facts) -> list[Finding]:
+    owners: dict[str, list[str]] = defaultdict(list)
+    for dist in facts.scan.distributions:
+        for rel in dist.files or ():
+            top = rel.split("/", 1)[0]
+            if top.split(".", 1)[0] in GUARDED_TOP_LEVEL and not rel.endswith(".pyc"):
+                owners[os.path.join(dist.location, rel)].append(f"{dist.name} {dist.version}")
+    shared = {path: names for path, names in owners.items() if len(set(names)) > 1}
+    if not shared:
+        return []
+    by_pair: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for path, names in shared.items():
+        by_pair[tuple(sorted(set(names)))].append(path)
+    out = []
+    for pair, paths in by_pair.items():
+        common = os.path.commonpath(paths) if len(paths) > 1 else paths[0]
+        out.append(Finding(
+            "package.conflict", Severity.FAIL, f"{' and '.join(pair)} own the same files",
+            f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: whichever was installed last "
+            "overwrote the other's copy, and uninstalling either deletes files the other needs.",
+            {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
+            (_reinstall_in_order(facts, pair),),
+        ))
+    return out
+
+
+def _reinstall_in_order(facts: Facts, owners: tuple[str, ...]) -> Remedy:
+    """Reinstall so the FA4 package's copy of the shared files is the one left on disk."""
+    specs = sorted((o.split(" ", 1) for o in owners), key=lambda nv: family_of(normalize(nv[0])).startswith("fa4"))
+    names = [name for name, _ in specs]
+    return Remedy(
+        "(2) Uninstall all owners, then reinstall them one by one with the FA4 package last, so its files win "
+        "(flash-attn <= 2.8.3.post1 ships an old flash_attn/cute snapshot that FA4 must overwrite).",
+        (remedies.pip_uninstall(facts, *names),
+         *(remedies.pip(facts, "--no-deps", shlex.quote(f"{n}=={v}")) for n, v in specs)),
+    )
+
+
+def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
+    out = []
+    for state in states.values():
+        if not state.installed or state.dist is None:
+            continue
+        dist = state.dist
+        if state.broken:
+            out.append(Finding(
+                "package.broken", Severity.FAIL, f"{state.impl.label} is installed but broken",
+                " ".join(state.broken),
+                {"implementation": state.impl.key, "distribution": dist.name, "version": dist.version,
+                 "location": dist.location, "reasons": list(state.broken)},
+                remedies.reinstall(facts, state.impl.key),
+            ))
+        if state.shadowed:
+            out.append(Finding(
+                "package.shadowed", Severity.FAIL, f"`import {state.spot.name}` does not load {dist.name}",
+                state.shadowed + ". Something earlier on the search path (a source checkout in the working directory, "
+                "PYTHONPATH, or another site directory) wins.",
+                {"module": state.spot.name, "resolves_to": state.spot.origin, "distribution": dist.name,
+                 "installed_at": dist.location},
+                (Remedy("Run the server from outside the source checkout, or remove the earlier copy from the path "
+                        "(check PYTHONPATH and user site-packages).", ("echo \"$PYTHONPATH\"",)),
+                 *remedies.reinstall(facts, state.impl.key)),
+            ))
+    return out
+
+
+def unmanaged(facts: Facts) -> list[Finding]:
+    """FA import names that resolve to files no installed distribution owns (a checkout, a leftover)."""
+    py = (facts.target.version[0], facts.target.version[1])
+    out = []
+    for name in ("flash_attn", "flash_attn_interface", "sgl_kernel"):
+        spot = resolve(name, facts.target.sys_path, py)
+        if not spot.found or spot.origin is None:
+            continue
+        owners = [d for d in facts.scan.distributions if inside(spot.origin, owner_roots(d))
+                  and (name in d.top_level or any(f.split("/", 1)[0].split(".")[0] == name for f in d.files or ()))]
+        if owners:
+            continue
+        out.append(Finding(
+            "package.unmanaged", Severity.WARN, f"`import {name}` loads files no installed distribution owns",
+            f"{name} resolves to {spot.origin}, which no distribution's metadata lists: a source checkout, a copied "
+            "folder, or what an uninstall left behind. Its version cannot be known.",
+            {"module": name, "resolves_to": spot.origin},
+            (Remedy("Remove the stray copy (or run from another directory), then reinstall the package you want.",
+                    (f"rm -rf {shlex.quote(os.path.dirname(spot.origin) if spot.kind == 'package' else spot.origin)}",)),),
+        ))
+    return out
+
+
+def duplicates(facts: Facts) -> list[Finding]:
+    seen: dict[str, list[str]] = defaultdict(list)
+    for dist in facts.scan.distributions:
+        seen[dist.normalized].append(f"{dist.version} at {dist.location}")
+    out = []
+    for name, where in seen.items():
+        if len(where) > 1 and (name in FA_DISTRIBUTIONS or family_of(name) != "other"):
+            out.append(Finding(
+                "package.duplicate", Severity.WARN, f"{name} is installed {len(where)} times",
+                f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
+                "shadowed and confuse pip.",
+                {"distribution": name, "copies": where},
+                (Remedy("Uninstall the copies you do not use (user site-packages is a common source); run it until "
+                        "pip says it is not installed, then reinstall the one you want.",
+                        (remedies.pip_uninstall(facts, name), remedies.pip(facts, "--no-deps", name))),),
+            ))
+    return out
+
+
+def requirements(facts: Facts) -> list[Finding]:
+    out = []
+    for dist in facts.scan.distributions:
+        if dist.normalized not in _CHECKED_REQUIREMENTS or facts.scan.first(dist.normalized) is not dist:
+            continue
+        unmet = unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])
+        if not unmet:
+            continue
+        torch_pin = any(r.startswith("torch") for r, _ in unmet)
+        missing = any(have == "not installed" for _, have in unmet)
+        severity = Severity.FAIL if missing or torch_pin else Severity.WARN
+        detail = "; ".join(f"requires {r}, found {have}" for r, have in unmet)
+        if torch_pin:
+            detail += (". Its compiled kernels link against that torch's C++ symbols: with another torch, import fails "
+                       "with `undefined symbol`")
+        out.append(Finding(
+            "package.requirement", severity, f"{dist.name} {dist.version}: requirements not met", detail + ".",
+            {"distribution": dist.name, "version": dist.version, "unmet": [{"requirement": r, "found": h} for r, h in unmet]},
+            (Remedy("(2) Install what it declares.", tuple(remedies.pip(facts, shlex.quote(r.split(";")[0]))
+                                                          for r, _ in unmet)),
+             *_reinstall_for(facts, dist.normalized)),
+        ))
+    return out

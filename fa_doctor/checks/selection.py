@@ -1,0 +1,161 @@
+"""Which FA version will run, for prefill and for decode, and why (reference/fa-selection.md 1-2)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fa_doctor.checks.inventory import ImplState
+from fa_doctor.facts import Facts
+
+FA_BACKENDS = {"fa3": 3, "fa4": 4}
+# Names people try that SGLang rejects ("argument --attention-backend: invalid choice").
+_NOT_SGLANG = re.compile(r"^(fa2?|fa[5-9]|flash_?attn\w*|flashattention\w*|fa_?\d+)$")
+
+
+@dataclass(frozen=True)
+class PhaseChoice:
+    phase: str  # "prefill" | "decode"
+    backend: str | None  # SGLang backend name, or None without SGLang
+    version: int | None  # FA version that runs; None when the backend is not FA
+    implementation: str | None  # implementation key (families.py)
+    source: str  # "override" | "flag" | "sglang-default" | "auto" | "none"
+    why: str
+    problems: tuple[str, ...] = ()  # every reason it cannot run here
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "phase": self.phase,
+            "backend": self.backend,
+            "fa_version": self.version,
+            "implementation": self.implementation,
+            "source": self.source,
+            "why": self.why,
+            "problems": list(self.problems),
+        }
+
+
+@dataclass(frozen=True)
+class Selection:
+    prefill: PhaseChoice
+    decode: PhaseChoice
+    sglang_default: str | None
+    sglang_default_why: str
+
+    @property
+    def phases(self) -> tuple[PhaseChoice, PhaseChoice]:
+        return self.prefill, self.decode
+
+    def to_dict(self) -> dict[str, object]:
+        versions = {p.version for p in self.phases}
+        return {
+            "fa_version": versions.pop() if len(versions) == 1 else None,
+            "prefill": self.prefill.to_dict(),
+            "decode": self.decode.to_dict(),
+            "sglang_default_backend": self.sglang_default,
+            "sglang_default_why": self.sglang_default_why,
+        }
+
+
+def implementation_for(version: int, facts: Facts, states: dict[str, ImplState]) -> tuple[ImplState | None, list[str]]:
+    """What the server loads for an FA version, and every reason that cannot work here."""
+    sgl = facts.sglang
+    if sgl is not None:
+        reasons: list[str] = []
+        if version not in sgl.accepted_versions:
+            reasons.append(f"SGLang {sgl.version}'s FlashAttentionBackend accepts fa_impl_ver "
+                           f"{' and '.join(map(str, sorted(sgl.accepted_versions)))} only (it would raise "
+                           f"`ValueError: Invalid version: self.fa_impl_ver={version}`); FA2 is only a fallback inside "
+                           "its FA3 path")
+            return None, reasons
+        if version == 3:
+            state = states["fa3-sgl"]
+        else:
+            state = states["fa4-sglang"] if sgl.fa4_vendored else states["fa4"]
+            kernel = states["fa3-sgl"]
+            if not kernel.installed:
+                reasons.append("SGLang imports sgl_kernel (merge_state_v2) even for FA4, and sglang-kernel is not installed")
+        return state, [*state.problems(), *reasons]
+    candidates = {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])
+    states_v = [states[k] for k in candidates]
+    for state in states_v:
+        if state.usable:
+            return state, []
+    best = next((s for s in states_v if s.installed), states_v[0] if states_v else None)
+    if best is None:
+        return None, [f"there is no FA{version}"]
+    return best, best.problems()
+
+
+def sglang_default(facts: Facts) -> tuple[str | None, str]:
+    """SGLang's default backend for a plain MHA model without speculative decoding (fa-selection.md 2.1)."""
+    caps = facts.capabilities
+    if not caps:
+        return None, "no GPU visible: SGLang picks by GPU (fa3 on Hopper with CUDA >= 12.3)"
+    major = caps[0][0]
+    cuda = facts.torch_cuda or (0, 0)
+    if major == 9 and cuda >= (12, 3):
+        return "fa3", f"Hopper (sm_{caps[0][0]}{caps[0][1]}) with torch CUDA >= 12.3"
+    if major == 10 and cuda >= (12, 8):
+        return "trtllm_mha", "SM100 (fa4 only for models with asymmetric KV)"
+    flashinfer = facts.scan.first("flashinfer-python") is not None
+    if facts.env.get("SGLANG_IS_FLASHINFER_AVAILABLE", "true").lower() in ("false", "0", "no", "n"):
+        flashinfer = False
+    backend = "flashinfer" if flashinfer else "triton"
+    return backend, f"sm_{caps[0][0]}{caps[0][1]}: neither Hopper nor SM100, so {backend}" + (
+        "" if flashinfer else " (flashinfer is not installed)")
+
+
+def _phase(phase: str, backend: str | None, source: str, why: str, facts: Facts,
+           states: dict[str, ImplState]) -> PhaseChoice:
+    if backend is None:
+        return PhaseChoice(phase, None, None, None, "none", why)
+    version = FA_BACKENDS.get(backend)
+    if version is None:
+        if _NOT_SGLANG.match(backend):
+            return PhaseChoice(phase, backend, None, None, source, why,
+                               (f"`{backend}` is not an SGLang attention backend: SGLang knows fa3 and fa4 "
+                                "(and non-FA backends such as flashinfer, triton)",))
+        return PhaseChoice(phase, backend, None, None, source, why + f"; {backend} is not FlashAttention")
+    state, problems = implementation_for(version, facts, states)
+    return PhaseChoice(phase, backend, version, state.impl.key if state else None, source, why, tuple(problems))
+
+
+def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> Selection:
+    default, default_why = sglang_default(facts) if facts.sglang else (None, "SGLang is not installed")
+    flags = facts.flags
+    phases: list[PhaseChoice] = []
+    for phase, flag in (("prefill", flags.prefill), ("decode", flags.decode)):
+        if override is not None:
+            why = f"SGLANG_FLASHATTENTION_VERSION={override} pins FA{override}"
+            state, problems = implementation_for(override, facts, states)
+            name = f"fa{override}" if facts.sglang and override in FA_BACKENDS.values() else None
+            phases.append(PhaseChoice(phase, name, override, state.impl.key if state else None, "override", why,
+                                      tuple(problems)))
+        elif flag or flags.attention:
+            chosen = flag or flags.attention
+            which = f"--{phase}-attention-backend" if flag else "--attention-backend"
+            phases.append(_phase(phase, chosen, "flag", f"{which} {chosen}", facts, states))
+        elif flags.any and facts.sglang is not None:
+            phases.append(_phase(phase, default, "sglang-default", f"no flag for {phase}: SGLang's default, "
+                                 f"{default_why}", facts, states))
+        elif facts.sglang is not None:
+            phases.append(_phase(phase, default, "sglang-default", f"SGLang's default: {default_why}", facts, states))
+        else:
+            phases.append(_auto(phase, facts, states))
+    return Selection(phases[0], phases[1], default, default_why)
+
+
+def _auto(phase: str, facts: Facts, states: dict[str, ImplState]) -> PhaseChoice:
+    """Without SGLang: the newest FA whose install is healthy and supports the GPU (transformers' rule)."""
+    usable = sorted((s for s in states.values() if s.usable and s.impl.key not in ("fa4-sglang", "vllm-fa")),
+                    key=lambda s: s.impl.version, reverse=True)
+    if usable:
+        best = usable[0]
+        gpu_note = "" if facts.capabilities else " (no GPU visible to check it against)"
+        return PhaseChoice(phase, None, best.impl.version, best.impl.key, "auto",
+                           f"auto-detection: the newest healthy FA installed is {best.impl.label}{gpu_note}")
+    installed = [s for s in states.values() if s.installed and s.impl.key not in ("fa4-sglang", "vllm-fa")]
+    problems = tuple(p for s in installed for p in s.problems())
+    return PhaseChoice(phase, None, None, None, "auto", "auto-detection found no usable FA implementation",
+                       problems or ("no FlashAttention implementation is installed",))

@@ -1,0 +1,96 @@
+"""The smoke-test part of `check`: which implementations, on which GPUs, one child each."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fa_doctor.checks import remedies
+from fa_doctor.checks.inventory import ImplState
+from fa_doctor.checks.selection import Selection
+from fa_doctor.facts import Facts
+from fa_doctor.finding import Finding, Remedy
+from fa_doctor.probes.gpu import GpuDevice
+
+# (module, calling convention) a server really loads for each implementation key.
+_API = {
+    "fa2": ("flash_attn", "fa2"),
+    "fa3": ("flash_attn_interface", "fa3"),
+    "fa3-sgl": ("sgl_kernel.flash_attn", "sgl"),
+    "fa4": ("flash_attn.cute", "cute"),
+    "fa4-sglang": ("", "cute"),  # module from the installed SGLang (its FA4 home moved over time)
+    "vllm-fa": ("vllm.vllm_flash_attn", "vllm"),
+}
+
+
+def smoke_keys(facts: Facts, selection: Selection | None, states: dict[str, ImplState], every: bool) -> list[str]:
+    if every:
+        return [k for k, s in states.items() if s.installed and (k != "fa4-sglang" or s.spot.found)]
+    keys = [p.implementation for p in (selection.phases if selection else ()) if p.implementation and p.version]
+    return list(dict.fromkeys(k for k in keys if k is not None))
+
+
+def pin_for(device: GpuDevice, facts: Facts) -> str:
+    """CUDA_VISIBLE_DEVICES value that shows this one device (UUIDs avoid CUDA/NVML ordering differences)."""
+    if device.uuid:
+        return device.uuid
+    raw = facts.gpus.visible_devices
+    if raw is not None and facts.gpus.source == "torch":
+        entries = [e.strip() for e in raw.split(",")]
+        if device.index < len(entries):
+            return entries[device.index]
+    return str(device.physical_index)
+
+
+def smoke_step(facts: Facts, options: Any, selection: Selection | None, states: dict[str, ImplState],
+               progress: Callable[[str], None] | None) -> tuple[list[Finding], dict[str, Any] | None]:
+    from fa_doctor.checks.smoke import skipped_finding, smoke_findings
+    from fa_doctor.smoke.runner import SmokeTarget, run_smoke
+
+    keys = smoke_keys(facts, selection, states, options.smoke_all)
+    section: dict[str, Any] = {"implementations": keys, "results": []}
+    if not keys:
+        return [skipped_finding("no FA implementation is selected or installed", require_gpu=False)], section
+    if facts.torch is None:
+        return [skipped_finding("torch is not installed in the target interpreter", require_gpu=False)], section
+    devices = [d for d in facts.gpus.devices if d.index in options.gpu_indices] if getattr(
+        options, "gpu_indices", None) is not None else list(facts.gpus.devices)
+    if not devices:
+        return [skipped_finding("no GPU is visible", require_gpu=options.require_gpu)], section
+
+    def reinstall(key: str, problem: object) -> tuple[Remedy, ...]:
+        del problem
+        return remedies.reinstall(facts, key)
+
+    findings: list[Finding] = []
+    for key in keys:
+        module, api = _API[key]
+        if key == "fa4-sglang":
+            module = facts.sglang.fa4_module if facts.sglang else "sglang.kernels.ops.attention.flash_attn.cute"
+        target = SmokeTarget(key, module, api)
+        results: list[Any] = [None] * len(devices)
+
+        def one(slot: int, device: GpuDevice) -> None:
+            results[slot] = run_smoke(
+                facts.target.executable, target, timeout=options.timeout, use_cache=options.use_cache,
+                visible_devices=pin_for(device, facts), progress=progress if slot == 0 else None)
+
+        threads = [threading.Thread(target=one, args=(i, d), daemon=True) for i, d in enumerate(devices)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for device, result in zip(devices, results):
+            if result is None:
+                continue
+            section["results"].append({"device": device.to_dict(), **result.to_dict()})
+            for f in smoke_findings(result, reinstall=reinstall):
+                findings.append(_on_device(f, device, len(devices)))
+    return findings, section
+
+
+def _on_device(f: Finding, device: GpuDevice, count: int) -> Finding:
+    evidence = {**f.evidence, "gpu": device.index, "gpu_name": device.name}
+    title = f"GPU {device.index}: {f.title}" if count > 1 else f.title
+    return Finding(f.id, f.severity, title, f.detail, evidence, f.remedies)

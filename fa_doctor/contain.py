@@ -1,0 +1,59 @@
+"""Every check contained, every probe bounded: one failure becomes a finding, not a dead run."""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import TypeVar
+
+from fa_doctor.finding import Finding, Remedy, Severity
+
+T = TypeVar("T")
+
+ISSUES = "https://github.com/fa-doctor/fa-doctor/issues"
+
+
+def crash_finding(name: str, exc: BaseException) -> Finding:
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "?"
+    return Finding(
+        "internal.check_crashed", Severity.FAIL, f"fa-doctor's {name} check crashed",
+        f"{type(exc).__name__}: {exc} (at {where}). The other checks still ran; this one says nothing about your "
+        "install.",
+        {"check": name, "error": f"{type(exc).__name__}: {exc}", "where": where},
+        (Remedy("Report it with the output of `fa-doctor check --json`.", (ISSUES,)),),
+    )
+
+
+def contained(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:
+    try:
+        return list(check())
+    except Exception as exc:  # noqa: BLE001 - the point: one bad check must not end the run
+        return [crash_finding(name, exc)]
+
+
+class Deadline(Exception):
+    """A bounded call did not finish in time."""
+
+
+def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
+    """Run `call` in a daemon thread; give up after `seconds` (the thread is abandoned, not killed)."""
+    box: dict[str, object] = {}
+
+    def runner() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=runner, name=f"fa-doctor {what}", daemon=True)
+    start = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise Deadline(f"{what} did not finish within {seconds:.0f} s (after {time.monotonic() - start:.1f} s)")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]

@@ -1,0 +1,191 @@
+"""Installed distributions on the target's search path, read from their metadata only.
+
+Every path entry is listed once; only distributions whose name marks them as part of an FA stack
+have their metadata opened, so the cost stays flat in the number of installed distributions.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from urllib.parse import unquote, urlparse
+
+from fa_doctor.families import is_interesting, normalize
+from fa_doctor.probes.modules import listdir
+
+# RECORDs of these are large and own nothing in FA namespaces: skip reading them.
+_SKIP_RECORD = frozenset({"torch", "sglang", "vllm", "transformers", "flashinfer-python"})
+
+
+@dataclass(frozen=True)
+class Distribution:
+    name: str
+    normalized: str
+    version: str
+    location: str  # the search-path entry holding its metadata
+    metadata_dir: str
+    order: int  # position of `location` on the search path: lower wins
+    requires: tuple[str, ...] = ()
+    top_level: tuple[str, ...] = ()
+    files: tuple[str, ...] | None = None  # RECORD paths, relative to `location`; None when not read or absent
+    has_record: bool = True
+    installer: str | None = None
+    editable_dir: str | None = None  # source tree of an editable install
+    direct_url: str | None = None  # URL it was installed from (wheel file names carry the build tag)
+    problem: str | None = None  # metadata unreadable
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "distribution": self.name,
+            "version": self.version,
+            "location": self.location,
+            "metadata": self.metadata_dir,
+            "installer": self.installer,
+            "editable": self.editable_dir,
+            "direct_url": self.direct_url,
+        }
+
+
+@dataclass(frozen=True)
+class DistributionScan:
+    distributions: tuple[Distribution, ...]  # interesting ones, in search-path order
+    total: int  # every distribution seen, interesting or not
+    entries: tuple[str, ...]  # search-path directories scanned
+    index: Mapping[str, str] = field(default_factory=dict)  # normalised name -> version, first on the path
+
+    def named(self, *names: str) -> list[Distribution]:
+        wanted = {normalize(n) for n in names}
+        return [d for d in self.distributions if d.normalized in wanted]
+
+    def first(self, *names: str) -> Distribution | None:
+        found = self.named(*names)
+        return found[0] if found else None
+
+
+def _name_from_dirname(dirname: str) -> str:
+    stem = dirname.rsplit(".", 1)[0]
+    return normalize(stem.split("-", 1)[0])
+
+
+def _version_from_dirname(dirname: str) -> str:
+    parts = dirname.rsplit(".", 1)[0].split("-")
+    return parts[1] if len(parts) > 1 else "?"
+
+
+def _read(path: str, limit: int = 8 << 20) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+
+
+def _record_files(text: str) -> tuple[str, ...]:
+    rows = csv.reader(io.StringIO(text))
+    return tuple(row[0] for row in rows if row and row[0])
+
+
+def _direct_url(meta_dir: str) -> tuple[str | None, str | None]:
+    raw = _read(os.path.join(meta_dir, "direct_url.json"), 1 << 16)
+    if not raw:
+        return None, None
+    try:
+        data = json.loads(raw)
+        url = str(data.get("url", "")) or None
+        editable = bool((data.get("dir_info") or {}).get("editable"))
+    except (ValueError, AttributeError):
+        return None, None
+    path = unquote(urlparse(url).path) if url and url.startswith("file:") else None
+    return url, path if editable else None
+
+
+def _load(entry: str, meta_dir: str, order: int, want_files: Callable[[str], bool]) -> Distribution:
+    dirname = os.path.basename(os.path.dirname(meta_dir) if meta_dir.endswith("EGG-INFO") else meta_dir)
+    is_dist_info = dirname.endswith(".dist-info")
+    head_text = _read(os.path.join(meta_dir, "METADATA" if is_dist_info else "PKG-INFO"), 1 << 20)
+    guess = _name_from_dirname(dirname)
+    if head_text is None:
+        return Distribution(guess, guess, "?", entry, meta_dir, order, problem="no METADATA file")
+    headers = HeaderParser().parsestr(head_text, headersonly=True)
+    name = (headers.get("Name") or "").strip() or guess
+    version = (headers.get("Version") or "").strip() or "?"
+    problem = None if headers.get("Name") and headers.get("Version") else "METADATA has no Name or Version"
+    norm = normalize(name)
+    requires = tuple(str(r) for r in headers.get_all("Requires-Dist") or ())
+    if not is_dist_info:
+        requires_txt = _read(os.path.join(meta_dir, "requires.txt"), 1 << 16) or ""
+        requires = tuple(line.strip() for line in requires_txt.split("[", 1)[0].splitlines() if line.strip())
+    top_text = _read(os.path.join(meta_dir, "top_level.txt"), 1 << 16) or ""
+    files: tuple[str, ...] | None = None
+    has_record = True
+    if is_dist_info:
+        record = _read(os.path.join(meta_dir, "RECORD")) if want_files(norm) else ""
+        has_record = record is not None
+        if record:
+            files = _record_files(record)
+    else:
+        sources = _read(os.path.join(meta_dir, "installed-files.txt"), 1 << 22)
+        has_record = sources is not None
+        if sources and want_files(norm):
+            files = tuple(
+                os.path.relpath(os.path.normpath(os.path.join(meta_dir, p)), entry) for p in sources.splitlines() if p
+            )
+    url, editable = _direct_url(meta_dir)
+    installer = (_read(os.path.join(meta_dir, "INSTALLER"), 256) or "").strip() or None
+    return Distribution(
+        name=name,
+        normalized=norm,
+        version=version,
+        location=entry,
+        metadata_dir=meta_dir,
+        order=order,
+        requires=requires,
+        top_level=tuple(t.strip() for t in top_text.splitlines() if t.strip()),
+        files=files,
+        has_record=has_record,
+        installer=installer,
+        editable_dir=editable,
+        direct_url=url,
+        problem=problem,
+    )
+
+
+def _want_record(normalized: str) -> bool:
+    return normalized not in _SKIP_RECORD
+
+
+def scan_distributions(
+    sys_path: Sequence[str], interesting: Callable[[str], bool] = is_interesting
+) -> DistributionScan:
+    found: list[Distribution] = []
+    index: dict[str, str] = {}
+    total = 0
+    entries: list[str] = []
+    for order, entry in enumerate(dict.fromkeys(p for p in sys_path if p)):
+        names = listdir(entry)
+        if not names:
+            continue
+        entries.append(entry)
+        for dirname in sorted(names):
+            if not dirname.endswith((".dist-info", ".egg-info")):
+                continue
+            total += 1
+            index.setdefault(_name_from_dirname(dirname), _version_from_dirname(dirname))
+            if interesting(_name_from_dirname(dirname)):
+                found.append(_load(entry, os.path.join(entry, dirname), order, _want_record))
+        # An .egg directory (easy_install, `setup.py install`) is itself a search-path entry.
+        if entry.endswith(".egg") and "EGG-INFO" in names:
+            total += 1
+            if interesting(_name_from_dirname(os.path.basename(entry))):
+                found.append(_load(entry, os.path.join(entry, "EGG-INFO"), order, _want_record))
+    # METADATA beats the directory name; the first on the path wins.
+    first: dict[str, str] = {}
+    for dist in found:
+        first.setdefault(dist.normalized, dist.version)
+    index.update({k: v for k, v in first.items() if v != "?"})
+    return DistributionScan(tuple(found), total, tuple(entries), index)

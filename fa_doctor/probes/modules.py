@@ -1,0 +1,118 @@
+"""Where an import name resolves on a search path, found the way importlib would, without importing.
+
+Mirrors `importlib.machinery.PathFinder`/`FileFinder`: in each path entry, a package directory with
+`__init__` wins, then an extension module, then a `.py`; a directory without `__init__` is a namespace
+portion, used only when no entry has a regular module. Packages whose `__init__.py` calls
+`pkgutil.extend_path` search every entry for their submodules, like FA2 >= 2.8.4 does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class ModuleSpot:
+    name: str
+    kind: str  # "package" | "module" | "extension" | "namespace" | "missing"
+    origin: str | None  # file for modules/packages (__init__), first portion for namespaces
+    search_locations: tuple[str, ...] = ()  # the package's __path__
+    entry: str | None = None  # the sys.path entry it was found under
+    note: str = ""
+
+    @property
+    def found(self) -> bool:
+        return self.kind != "missing"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "kind": self.kind, "origin": self.origin, "note": self.note}
+
+
+@lru_cache(maxsize=4096)
+def listdir(path: str) -> frozenset[str]:
+    """One listing per directory per run: shared by the distribution scan and module lookups."""
+    try:
+        return frozenset(os.listdir(path))
+    except OSError:
+        return frozenset()
+
+
+def _extension_pattern(python: tuple[int, int]) -> re.Pattern[str]:
+    tag = f"{python[0]}{python[1]}"
+    return re.compile(rf"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.cpython-{tag}[^.]*|\.abi3)?\.so$")
+
+
+def _find_in(directory: str, leaf: str, ext: re.Pattern[str]) -> tuple[str, str] | None:
+    """(kind, origin) for `leaf` in one directory, or ("namespace", dir), or None."""
+    names = listdir(directory)
+    if leaf in names:
+        pkg = os.path.join(directory, leaf)
+        inner = listdir(pkg)
+        if "__init__.py" in inner or "__init__.pyc" in inner:
+            return "package", os.path.join(pkg, "__init__.py" if "__init__.py" in inner else "__init__.pyc")
+        if any(n.startswith("__init__.") and n.endswith(".so") for n in inner):
+            return "package", pkg
+        if os.path.isdir(pkg):
+            return "namespace", pkg
+    for n in names:
+        if n.startswith(leaf + ".") and n.endswith(".so"):
+            m = ext.match(n)
+            if m and m.group("name") == leaf:
+                return "extension", os.path.join(directory, n)
+    if leaf + ".py" in names:
+        return "module", os.path.join(directory, leaf + ".py")
+    if leaf + ".pyc" in names:
+        return "module", os.path.join(directory, leaf + ".pyc")
+    return None
+
+
+def _uses_extend_path(init_file: str) -> bool:
+    try:
+        with open(init_file, "rb") as fh:
+            return b"extend_path" in fh.read(65536)
+    except OSError:
+        return False
+
+
+def _search(leaf: str, locations: Sequence[str], ext: re.Pattern[str], name: str) -> ModuleSpot:
+    portions: list[str] = []
+    for entry in locations:
+        if not entry or not os.path.isdir(entry):
+            continue
+        hit = _find_in(entry, leaf, ext)
+        if hit is None:
+            continue
+        kind, origin = hit
+        if kind == "namespace":
+            portions.append(origin)
+            continue
+        search = (
+            (os.path.dirname(origin),) if kind == "package" and origin.endswith(("__init__.py", "__init__.pyc")) else ()
+        )
+        if kind == "package" and not search:
+            search = (origin,)
+        return ModuleSpot(name, kind, origin, search, entry)
+    if portions:
+        return ModuleSpot(name, "namespace", portions[0], tuple(portions), os.path.dirname(portions[0]))
+    return ModuleSpot(name, "missing", None)
+
+
+def resolve(name: str, sys_path: Sequence[str], python: tuple[int, int]) -> ModuleSpot:
+    """Resolve a dotted module name. Parents must be packages, as importing them would require."""
+    ext = _extension_pattern(python)
+    parts = name.split(".")
+    spot = _search(parts[0], sys_path, ext, parts[0])
+    for depth, leaf in enumerate(parts[1:], start=2):
+        if spot.kind not in ("package", "namespace"):
+            missing_note = f"{spot.name} is not a package" if spot.found else f"{spot.name} is missing"
+            return ModuleSpot(name, "missing", None, note=missing_note)
+        locations = spot.search_locations
+        if spot.kind == "package" and spot.origin and _uses_extend_path(spot.origin):
+            sub = os.path.join(*spot.name.split("."))
+            locations = tuple(dict.fromkeys([*locations, *(os.path.join(p, sub) for p in sys_path if p)]))
+        spot = _search(leaf, locations, ext, ".".join(parts[:depth]))
+    return spot

@@ -1,0 +1,81 @@
+"""What the installed SGLang accepts, read from a handful of its source files (never imported)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from fa_doctor.probes.distributions import Distribution
+
+BACKEND = "sglang/srt/layers/attention/flashattention_backend.py"
+# Where an env var read by SGLang would be declared or consulted.
+_READERS = (
+    "sglang/srt/environ.py",
+    BACKEND,
+    "sglang/srt/server_args.py",
+    "sglang/srt/arg_groups/overrides.py",
+    "sglang/srt/layers/attention/attention_registry.py",
+)
+# FA4's home moved over time (reference/fa-selection.md 1.2); newest first: (marker file, module, vendored).
+_FA4_HOMES = (
+    ("sglang/kernels/ops/attention/flash_attn/cute/interface.py", "sglang.kernels.ops.attention.flash_attn.cute", True),
+    ("sglang/jit_kernel/flash_attn/cute/interface.py", "sglang.jit_kernel.flash_attn.cute", True),
+)
+_VERSION_TEST = re.compile(r"fa_impl_ver\s*==\s*(\d+)")
+
+
+@dataclass(frozen=True)
+class SglangFacts:
+    version: str
+    location: str
+    accepted_versions: frozenset[int]  # fa_impl_ver values FlashAttentionBackend accepts
+    fa4_module: str  # what the server imports for FA4
+    fa4_vendored: bool
+    reads_override: bool  # does any of its source mention SGLANG_FLASHATTENTION_VERSION
+    has_fa3_kernel_toggle: bool  # SGLANG_USE_SGL_FA3_KERNEL exists in this version
+    reads_inkling_pip: bool
+    backend_found: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "version": self.version,
+            "accepted_fa_versions": sorted(self.accepted_versions),
+            "fa4_module": self.fa4_module,
+            "fa4_vendored": self.fa4_vendored,
+            "reads_SGLANG_FLASHATTENTION_VERSION": self.reads_override,
+        }
+
+
+def _text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(4 << 20)
+    except OSError:
+        return ""
+
+
+def read_sglang(dist: Distribution, override_name: str) -> SglangFacts:
+    root = dist.location
+    sources = {rel: _text(os.path.join(root, rel)) for rel in _READERS}
+    backend = sources[BACKEND]
+    versions = {int(v) for v in _VERSION_TEST.findall(backend)}
+    if backend and not versions:
+        versions = {3}  # before fa_impl_ver existed (mid-2025) the backend was FA3 only
+    fa4_module, vendored = "flash_attn.cute", False
+    for marker, module, is_vendored in _FA4_HOMES:
+        if os.path.exists(os.path.join(root, marker)):
+            fa4_module, vendored = module, is_vendored
+            break
+    fa4_wrapper = _text(os.path.join(root, "sglang/kernels/ops/attention/flash_attention_v4.py"))
+    return SglangFacts(
+        version=dist.version,
+        location=root,
+        accepted_versions=frozenset(versions or {3, 4}),
+        fa4_module=fa4_module,
+        fa4_vendored=vendored,
+        reads_override=any(override_name in text for text in sources.values()),
+        has_fa3_kernel_toggle="SGLANG_USE_SGL_FA3_KERNEL" in sources["sglang/srt/environ.py"],
+        reads_inkling_pip="SGLANG_INKLING_FA4_USE_PIP" in fa4_wrapper,
+        backend_found=bool(backend),
+    )
