@@ -11,6 +11,10 @@ from dataclasses import dataclass
 # `python -m sglang.launch_server` does, so a source checkout in the cwd shows up as it would there.
 _SCRIPT = r"""
 import json, os, platform, sys
+try:
+    libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+except (AttributeError, ValueError, OSError):
+    libc = ""
 print(json.dumps({
     "executable": sys.executable,
     "version": list(sys.version_info[:3]),
@@ -19,7 +23,7 @@ print(json.dumps({
     "base_prefix": sys.base_prefix,
     "sys_path": [os.path.abspath(p) if p else os.getcwd() for p in sys.path],
     "machine": platform.machine(),
-    "libc": list(platform.libc_ver()),
+    "libc": libc,
     "no_site": bool(sys.flags.no_site),
 }))
 """
@@ -88,7 +92,6 @@ def probe_target(python: str, timeout: float = 15.0) -> TargetFacts:
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
         version = tuple(int(v) for v in data["version"])
-        libc_name, libc_version = data["libc"]
         return TargetFacts(
             python=python,
             executable=str(data["executable"]),
@@ -97,7 +100,7 @@ def probe_target(python: str, timeout: float = 15.0) -> TargetFacts:
             prefix=str(data["prefix"]),
             sys_path=tuple(str(p) for p in data["sys_path"]),
             machine=str(data["machine"]),
-            libc=f"{libc_name} {libc_version}" if libc_name else None,
+            libc=str(data["libc"]) or None,
             in_venv=data["prefix"] != data["base_prefix"],
             no_site=bool(data["no_site"]),
         )

@@ -1,0 +1,220 @@
+"""Findings from one kernel smoke test (fa_doctor.smoke.runner.SmokeResult); see docs/smoke.md for the ids.
+
+Machine-specific reinstall commands come from the caller's `reinstall(key, problem)`; the remedies written here
+are generic but exact, and use the target interpreter's own path so they install into the right place.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from typing import Any
+
+from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.smoke import SmokeResult
+from fa_doctor.smoke.classify import ImportProblem
+
+Reinstall = Callable[[str, ImportProblem | None], tuple[Remedy, ...]]
+_STDERR_LINES = 12
+
+
+def smoke_findings(result: SmokeResult, *, reinstall: Reinstall) -> list[Finding]:
+    build = {
+        "passed": _passed,
+        "mismatch": _mismatch,
+        "failed": _failed,
+        "crashed": _crashed,
+        "timeout": _timeout,
+        "import_failed": _import_failed,
+    }.get(result.status, _crashed)
+    return [build(result, reinstall)]
+
+
+def skipped_finding(reason: str, *, require_gpu: bool) -> Finding:
+    return Finding(
+        id="smoke.skipped",
+        severity=Severity.FAIL if require_gpu else Severity.INFO,
+        title=f"Kernel smoke test skipped: {reason}",
+        detail="No FlashAttention kernel was run, so only the static checks speak for this install."
+        + (" --require-gpu makes this a failure." if require_gpu else ""),
+        evidence={"reason": reason, "require_gpu": require_gpu},
+        remedies=(
+            Remedy(
+                "Run fa-doctor with the interpreter that will serve the model, on the GPU machine, "
+                "so the smoke test can run a kernel.",
+                ("fa-doctor check --python /path/to/server/python",),
+            ),
+        ),
+    )
+
+
+def _evidence(r: SmokeResult, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "implementation": r.key,
+        "module": r.module,
+        "api": r.api,
+        "status": r.status,
+        "python": r.python,
+        "phases": {k: round(v, 3) for k, v in r.phases.items()},
+        "cases": [c.to_dict() for c in r.cases],
+        "warnings": list(r.warnings),
+        "module_file": r.module_file,
+        "flash_attn_origin": r.flash_attn_origin,
+        "device_name": r.device_name,
+        "visible_devices": r.visible_devices,
+        "cache_dir": r.cache_dir,
+        "environment": dict(r.environment),
+    }
+    out.update(extra)
+    return out
+
+
+def _timings(r: SmokeResult) -> str:
+    names = (("import", "import"), ("first_call", "first call"), ("check", "check"), ("total", "total"))
+    parts = [f"{label} {r.phases[key]:.2f} s" for key, label in names if key in r.phases]
+    return "phases: " + ", ".join(parts) if parts else ""
+
+
+def _case_lines(r: SmokeResult, only_bad: bool) -> list[str]:
+    lines = []
+    for c in r.cases:
+        if only_bad and c.passed:
+            continue
+        if c.error is not None:
+            lines.append(f"{c.name}: {c.error}")
+        else:
+            err = f"{c.max_abs_err:.4g}" if c.max_abs_err is not None else "n/a"
+            cmp = "<=" if c.passed else ">"
+            took = f", {c.seconds:.2f} s" if c.seconds is not None else ""
+            lines.append(f"{c.name}: max abs err {err} {cmp} tolerance {c.tolerance:g}{took}")
+    return lines
+
+
+def _passed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    del reinstall
+    lines = [*_case_lines(r, only_bad=False), _timings(r)]
+    if r.warnings:
+        lines.append(f"{len(r.warnings)} warning(s) on first use, recorded but harmless: {r.warnings[0]}")
+    where = f" on {r.device_name}" if r.device_name else ""
+    return Finding(
+        id="smoke.passed",
+        severity=Severity.OK,
+        title=f"{r.key}: {len(r.cases)} FA kernel calls{where} match the fp32 reference",
+        detail="\n".join(line for line in lines if line),
+        evidence=_evidence(r),
+    )
+
+
+def _mismatch(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    bad = [c.name for c in r.cases if not c.passed]
+    return Finding(
+        id="smoke.mismatch",
+        severity=Severity.FAIL,
+        title=f"{r.key}: FA output differs from the fp32 reference in {len(bad)} of {len(r.cases)} cases",
+        detail="\n".join([*_case_lines(r, only_bad=True), _timings(r)]),
+        evidence=_evidence(r, failing_cases=bad),
+        remedies=(
+            Remedy(
+                "The kernel ran but gave wrong numbers, which a server would not notice. Reinstall the build made "
+                "for this GPU and torch; if it persists, report it upstream with this output (`--json`)."
+            ),
+            *reinstall(r.key, None),
+        ),
+    )
+
+
+def _failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    p = r.error
+    message = p.message if p else "the FA call failed"
+    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ())), _timings(r)]
+    return Finding(
+        id="smoke.failed",
+        severity=Severity.FAIL,
+        title=f"{r.key}: the FA kernel call raised {message.splitlines()[0][:160]}",
+        detail="\n".join(line for line in detail if line),
+        evidence=_evidence(r, **_problem_evidence(p)),
+        remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
+    )
+
+
+def _import_failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    p = r.error
+    message = p.message if p else "the import failed"
+    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ()))]
+    return Finding(
+        id="import.failed",
+        severity=Severity.FAIL,
+        title=f"{r.key}: `import {r.module}` fails" + (f": {p.summary}" if p else ""),
+        detail="\n".join(line for line in detail if line),
+        evidence=_evidence(r, **_problem_evidence(p)),
+        remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
+    )
+
+
+def _crashed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    if r.signal:
+        how = f"was killed by {r.signal}"
+    elif r.returncode is not None:
+        how = f"exited with code {r.returncode} before reporting a result"
+    else:
+        how = "could not be started"
+    during = f" during {r.last_phase.replace('_', ' ')}" if r.last_phase else ""
+    tail = "\n".join(r.stderr_tail.strip().splitlines()[-_STDERR_LINES:])
+    py = shlex.quote(r.python or "python")
+    return Finding(
+        id="smoke.crashed",
+        severity=Severity.FAIL,
+        title=f"{r.key}: the smoke-test process {how}{during}",
+        detail="\n".join(x for x in (_timings(r), "last lines of stderr:\n" + tail if tail else "") if x),
+        evidence=_evidence(r, signal=r.signal, returncode=r.returncode, last_phase=r.last_phase, stderr_tail=tail),
+        remedies=(
+            Remedy(
+                "A crash in native code takes the server down the same way. Reproduce it with Python's fault handler "
+                "to see where it dies, then reinstall a build that matches this GPU, torch and CUDA.",
+                (f'{py} -X faulthandler -c "import {r.module}"',),
+            ),
+            *reinstall(r.key, None),
+        ),
+    )
+
+
+def _timeout(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    del reinstall
+    during = f" (it was in {r.last_phase.replace('_', ' ')})" if r.last_phase else ""
+    detail = [f"The child was killed after {r.timeout:g} s{during}."]
+    remedies = [Remedy("Allow more time for the smoke test.", (f"fa-doctor check --timeout {max(600, 2 * r.timeout):g}",))]
+    if r.api == "cute":
+        detail.append(
+            "FA4 imports in about 9 s and JIT-compiles each kernel shape on its first call (3-5 s each on an "
+            "H200), so a cold first run needs far longer than later ones."
+        )
+        remedies.append(
+            Remedy(
+                "Keep the FA4 compile cache enabled (the default) so that later runs load the compiled kernels."
+                + (f" Cache folder: {r.cache_dir}" if r.cache_dir else " It was disabled for this run.")
+            )
+        )
+    else:
+        detail.append("A compiled kernel should finish in milliseconds: a hang points at the GPU, driver or build.")
+        remedies.append(Remedy("Check that the GPU is healthy and not held by another process.", ("nvidia-smi",)))
+    return Finding(
+        id="smoke.timeout",
+        severity=Severity.FAIL,
+        title=f"{r.key}: the smoke test did not finish within {r.timeout:g} s",
+        detail="\n".join([*detail, _timings(r)]),
+        evidence=_evidence(r, timeout=r.timeout, last_phase=r.last_phase),
+        remedies=tuple(remedies),
+    )
+
+
+def _problem_evidence(p: ImportProblem | None) -> dict[str, Any]:
+    if p is None:
+        return {"cause": "unknown"}
+    details = {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for k, v in p.evidence.items()}
+    return {"cause": p.cause, "error": p.message, "chain": list(p.chain), "summary": p.summary, "details": details}
+
+
+def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ...]:
+    from fa_doctor.checks.smoke_remedies import cause_remedies
+
+    return cause_remedies(r, p)

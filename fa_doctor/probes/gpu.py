@@ -1,0 +1,363 @@
+"""Which NVIDIA GPUs the server will see: NVML, else nvidia-smi, else torch in the target interpreter.
+
+Every failure becomes a line in ``GpuFacts.attempts``; nothing here prints or raises.
+Known limit: CUDA orders devices FASTEST_FIRST unless CUDA_DEVICE_ORDER=PCI_BUS_ID, while NVML and
+nvidia-smi order by PCI bus. On machines with one GPU model (the usual server) the two orders agree;
+on mixed machines ``index`` may not match what CUDA calls that device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from functools import partial
+from glob import glob
+from itertools import takewhile
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+
+_PROC_VERSION = "/proc/driver/nvidia/version"
+# `import torch` plus CUDA init routinely takes several seconds; a short --timeout must not starve it.
+_TORCH_MIN_TIMEOUT = 60.0
+_SMI_FIELDS = ("index", "uuid", "name", "compute_cap", "memory.total", "driver_version")
+_NA = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]"}
+_ORDINAL = re.compile(r"[+-]?\d+")
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU; ``physical_index`` is -1 when only torch saw it and the mapping is unknowable."""
+
+    index: int
+    physical_index: int
+    name: str
+    capability: tuple[int, int] | None
+    memory_mib: int | None
+    uuid: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        out = asdict(self)
+        out["capability"] = f"{self.capability[0]}.{self.capability[1]}" if self.capability else None
+        return out
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    source: str
+    devices: tuple[GpuDevice, ...]
+    driver_version: str | None
+    cuda_driver_version: str | None
+    visible_devices: str | None
+    attempts: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        out = asdict(self)
+        out["devices"] = [d.to_dict() for d in self.devices]
+        out["attempts"] = list(self.attempts)
+        return out
+
+
+# devices, driver version, CUDA version the driver supports
+_Found = tuple[list[GpuDevice], str | None, str | None]
+
+
+def _ordinals(value: str) -> list[int] | None:
+    """Ordinal entries as CUDA reads them (strtoul-like), or None when the list is UUID-style."""
+    if value.lstrip().startswith(("GPU-", "MIG-")):
+        return None
+    out: list[int] = []
+    for entry in value.split(","):
+        # strtoul skips leading blanks and stops at the first non-digit: " 1" and "1gpu" both mean 1.
+        m = _ORDINAL.match(entry.strip())
+        n = int(m.group()) if m else -1
+        if n < 0:
+            break
+        if n in out:
+            return []  # CUDA (and torch's mirror of it) exposes nothing at all on a repeated id
+        out.append(n)
+    return out
+
+
+def parse_visible_devices(value: str | None, physical: Sequence[tuple[int, str | None]]) -> list[int] | None:
+    """Physical indices in CUDA order for a CUDA_VISIBLE_DEVICES value; None when unset (all visible).
+
+    Mirrors the driver as torch.cuda._parse_visible_devices does: the list stops at the first invalid
+    entry (unknown ordinal or UUID, negative, garbage, an entry of the other style than the first),
+    and any repeated device empties it. Blanks around entries are stripped. A UUID entry is a prefix
+    and must match exactly one device.
+    """
+    if value is None:
+        return None
+    known = {p for p, _ in physical}
+    ordinals = _ordinals(value)
+    if ordinals is not None:
+        return list(takewhile(known.__contains__, ordinals))
+    prefix = value.lstrip()[:4]
+    picked: list[int] = []
+    for entry in (e.strip() for e in value.split(",")):
+        hits = [p for p, u in physical if entry.startswith(prefix) and u is not None and u.startswith(entry)]
+        if len(hits) != 1:
+            break
+        if hits[0] in picked:
+            return []
+        picked.append(hits[0])
+    return picked
+
+
+def _remap(devices: Sequence[GpuDevice], value: str | None) -> tuple[GpuDevice, ...]:
+    order = parse_visible_devices(value, [(d.physical_index, d.uuid) for d in devices])
+    if order is None:
+        return tuple(devices)
+    by_phys = {d.physical_index: d for d in devices}
+    return tuple(replace(by_phys[p], index=i) for i, p in enumerate(order))
+
+
+def _text(value: object) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def _try(fn: Callable[[], _T]) -> _T | None:
+    try:
+        return fn()
+    except Exception:  # one unsupported NVML field must not cost the whole device
+        return None
+
+
+def _cuda_version(v: int | None) -> str | None:
+    return f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) and v > 0 else None
+
+
+def _nvml_query() -> _Found:
+    nv: Any = importlib.import_module("pynvml")
+    nv.nvmlInit()
+    try:
+        devices = []
+        for i in range(int(nv.nvmlDeviceGetCount())):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            cap = _try(partial(nv.nvmlDeviceGetCudaComputeCapability, h))
+            mem = getattr(_try(partial(nv.nvmlDeviceGetMemoryInfo, h)), "total", None)
+            uuid = _try(partial(nv.nvmlDeviceGetUUID, h))
+            name = _text(_try(partial(nv.nvmlDeviceGetName, h)) or "unknown")
+            mib = int(mem) // (1024 * 1024) if mem is not None else None
+            cap_t = (int(cap[0]), int(cap[1])) if cap else None
+            devices.append(GpuDevice(i, i, name, cap_t, mib, _text(uuid) if uuid is not None else None))
+        driver = _try(nv.nvmlSystemGetDriverVersion)
+        cuda_fn = getattr(nv, "nvmlSystemGetCudaDriverVersion_v2", None) or nv.nvmlSystemGetCudaDriverVersion
+        return devices, _text(driver) if driver is not None else None, _cuda_version(_try(cuda_fn))
+    finally:
+        _try(nv.nvmlShutdown)
+
+
+def _probe_nvml(timeout: float) -> _Found | str:
+    box: list[_Found | str] = []
+
+    def work() -> None:
+        try:
+            box.append(_nvml_query())
+        except ImportError:
+            box.append("pynvml (nvidia-ml-py) is not installed alongside fa-doctor")
+        except Exception as exc:  # any driver failure is data, never a traceback
+            box.append(f"{type(exc).__name__}: {exc}")
+
+    # A daemon thread: a driver stuck in the kernel must neither hang us nor block interpreter exit.
+    t = threading.Thread(target=work, name="fa-doctor-nvml", daemon=True)
+    t.start()
+    t.join(timeout)
+    return box[0] if box else f"timed out after {timeout:g}s"
+
+
+def _run(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str] | str:
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env),
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return f"could not start {argv[0]}: {exc}"
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # Kill the whole session so grandchildren cannot keep our pipes open; never wait long for a
+        # process stuck in the driver (uninterruptible sleep ignores SIGKILL).
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=1)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return f"timed out after {timeout:g}s"
+    return proc.returncode, out, err
+
+
+def _first_line(*texts: str) -> str:
+    for line in "\n".join(texts).splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return "no output"
+
+
+def _na(value: str) -> str | None:
+    value = value.strip()
+    return None if value.lower() in _NA else value
+
+
+def _capability(value: str | None) -> tuple[int, int] | None:
+    m = re.fullmatch(r"(\d+)\.(\d+)", value or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _parse_smi(stdout: str, with_cap: bool) -> tuple[list[GpuDevice], str | None]:
+    devices: list[GpuDevice] = []
+    driver = None
+    for line in stdout.splitlines():
+        head = line.split(",", 2)
+        tail = head[-1].rsplit(",", 3 if with_cap else 2) if len(head) == 3 else []
+        if len(tail) != (4 if with_cap else 3) or not head[0].strip().isdigit():
+            continue  # garbage line; a name holding commas still lands whole in tail[0]
+        index, mem, cap = int(head[0]), _na(tail[-2]), _capability(_na(tail[1])) if with_cap else None
+        driver = driver or _na(tail[-1])
+        mib = int(mem) if mem and mem.isdigit() else None
+        devices.append(GpuDevice(index, index, _na(tail[0]) or "unknown", cap, mib, _na(head[1])))
+    return devices, driver
+
+
+def _probe_smi(env: Mapping[str, str], timeout: float) -> tuple[list[GpuDevice], str | None] | str:
+    exe = shutil.which("nvidia-smi", path=env.get("PATH", os.defpath))
+    if exe is None:
+        return "not on PATH"
+    fields = list(_SMI_FIELDS)
+    while True:
+        res = _run([exe, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"], env, timeout)
+        if isinstance(res, str):
+            return res
+        code, out, err = res
+        if code != 0 and "compute_cap" in fields and "compute_cap" in out + err:
+            fields.remove("compute_cap")  # drivers before ~510 cannot report it: retry without
+            continue
+        if code != 0:
+            return f"exit {code}: {_first_line(err, out)}"
+        devices, driver = _parse_smi(out, "compute_cap" in fields)
+        return (devices, driver) if devices else f"no GPU rows in output: {_first_line(out, err)!r}"
+
+
+def _driver_present() -> bool:
+    """Whether an NVIDIA kernel driver is loaded; without one torch cannot see a GPU."""
+    return os.path.exists(_PROC_VERSION) or os.path.exists("/dev/nvidiactl") or bool(glob("/dev/nvidia[0-9]*"))
+
+
+def _proc_driver_version() -> str | None:
+    try:
+        with open(_PROC_VERSION, encoding="utf-8", errors="replace") as f:
+            m = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+(?:\.\d+)+)", f.read(4096))
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+# Runs in the target interpreter, so CUDA_VISIBLE_DEVICES is applied by CUDA itself there.
+_TORCH_SCRIPT = """
+import ctypes, json, torch
+props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
+devs = [{"name": p.name, "major": p.major, "minor": p.minor, "memory": p.total_memory,
+         "uuid": "GPU-%s" % p.uuid if getattr(p, "uuid", None) is not None else None} for p in props]
+v = ctypes.c_int(0)
+try:
+    ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v))
+except Exception:
+    pass
+print(json.dumps({"torch_cuda": torch.version.cuda, "driver_cuda": v.value, "devices": devs}))
+"""
+
+
+def _torch_devices(stdout: str, visible: str | None) -> tuple[list[GpuDevice], str | None] | str:
+    # Scan from the end: import-time chatter may precede our line.
+    docs = (_json(line) for line in reversed(stdout.splitlines()))
+    doc = next((d for d in docs if isinstance(d, dict) and isinstance(d.get("devices"), list)), None)
+    if doc is None:
+        return f"no JSON result in output: {_first_line(stdout)!r}"
+    if not doc["devices"]:
+        build = doc.get("torch_cuda")
+        return f"torch.cuda.device_count() is 0 ({f'CUDA {build} build' if build else 'CPU-only build'})"
+    # The child applied CUDA_VISIBLE_DEVICES itself; only ordinal lists tell us the physical index.
+    phys = list(range(len(doc["devices"]))) if visible is None else (_ordinals(visible) or [])
+    drv = doc.get("driver_cuda")
+    devices = []
+    try:
+        for i, d in enumerate(doc["devices"]):
+            mib = int(d["memory"]) // (1024 * 1024) if d.get("memory") is not None else None
+            uuid = str(d["uuid"]) if d.get("uuid") else None
+            cap = (int(d["major"]), int(d["minor"]))
+            devices.append(GpuDevice(i, phys[i] if i < len(phys) else -1, str(d["name"]), cap, mib, uuid))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        return f"malformed JSON result: {type(exc).__name__}: {exc}"
+    return devices, _cuda_version(drv if isinstance(drv, int) else None)
+
+
+def _json(line: str) -> object:
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):  # RecursionError: absurdly nested garbage
+        return None
+
+
+def probe_gpus(python: str, env: Mapping[str, str] | None = None, timeout: float = 10.0) -> GpuFacts:
+    """Find the GPUs the server will see; ``python`` is the target interpreter, used only for torch."""
+    env = os.environ if env is None else env
+    attempts: list[str] = []
+    try:
+        return _probe(python, env, timeout, attempts)
+    except Exception as exc:  # a bug here must still end as data, not a traceback
+        attempts.append(f"gpu probe failed: {type(exc).__name__}: {exc}")
+        return GpuFacts("none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"), tuple(attempts))
+
+
+def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[str]) -> GpuFacts:
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+
+    def facts(source: str, devices: Sequence[GpuDevice], driver: str | None, cuda: str | None) -> GpuFacts:
+        return GpuFacts(source, tuple(devices), driver, cuda, visible, tuple(attempts))
+
+    nvml = _probe_nvml(timeout)
+    if isinstance(nvml, str):
+        attempts.append(f"nvml: {nvml}")
+    elif not nvml[0]:
+        attempts.append("nvml: driver reports 0 GPUs")
+    else:
+        return facts("nvml", _remap(nvml[0], visible), nvml[1], nvml[2])
+
+    smi = _probe_smi(env, timeout)
+    if isinstance(smi, str):
+        attempts.append(f"nvidia-smi: {smi}")
+    else:
+        return facts("nvidia-smi", _remap(smi[0], visible), smi[1], None)
+
+    if not _driver_present():
+        attempts.append("torch: skipped, no NVIDIA driver on this machine (no /proc/driver/nvidia, no /dev/nvidia*)")
+        return facts("none", (), None, None)
+    res = _run([python, "-c", _TORCH_SCRIPT], env, max(timeout, _TORCH_MIN_TIMEOUT))
+    if isinstance(res, str):
+        attempts.append(f"torch: {res}")
+    elif res[0] != 0:
+        lines = [ln for ln in res[2].splitlines() if ln.strip()]
+        attempts.append(f"torch: exit {res[0]}: {lines[-1].strip()[:200] if lines else _first_line(res[1])}")
+    elif isinstance(found := _torch_devices(res[1], visible), str):
+        attempts.append(f"torch: {found}")
+    else:
+        return facts("torch", found[0], _proc_driver_version(), found[1])
+    return facts("none", (), None, None)

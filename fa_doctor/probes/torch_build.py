@@ -1,0 +1,111 @@
+"""How the target's torch was built, read from its files without importing it.
+
+Importing torch costs seconds and can crash on a broken CUDA install, which is exactly the case we
+diagnose; so version.py is parsed with ``ast`` and the C++ ABI is read from build artefacts.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+_FIELDS = ("__version__", "cuda", "hip")
+# version.py is a few hundred bytes; anything far larger is not torch's and not worth parsing.
+_MAX_VERSION_PY = 1 << 20
+_CMAKE_ABI = re.compile(rb"-D_GLIBCXX_USE_CXX11_ABI=([01])")
+# Mangled names of the new-ABI std::string/list live in namespace std::__cxx11; the old ABI has none.
+_CXX11_MARK = b"St7__cxx11"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class TorchBuild:
+    version: str | None
+    cuda: str | None
+    hip: str | None
+    cxx11_abi: bool | None
+    location: str
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _find_torch(sys_path: Sequence[str]) -> str | None:
+    for entry in sys_path:
+        # "" means the current directory at runtime, which is the caller's, not the target's.
+        if not entry or not os.path.isdir(entry):
+            continue
+        pkg = os.path.join(entry, "torch")
+        if os.path.isfile(os.path.join(pkg, "__init__.py")):
+            return os.path.abspath(pkg)
+    return None
+
+
+def _version_fields(path: str) -> dict[str, str | None]:
+    """Top-level ``name = 'str' | None`` (plain or annotated) assignments; last one wins, as on exec."""
+    found: dict[str, str | None] = {}
+    try:
+        if os.path.getsize(path) > _MAX_VERSION_PY:
+            return found
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read(), filename=path)
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return found
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if not (isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str))):
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in _FIELDS:
+                found[target.id] = value.value
+    return found
+
+
+def _cmake_abi(pkg: str) -> bool | None:
+    path = os.path.join(pkg, "share", "cmake", "Torch", "TorchConfig.cmake")
+    try:
+        with open(path, "rb") as f:
+            m = _CMAKE_ABI.search(f.read(_MAX_VERSION_PY))
+    except OSError:
+        return None
+    return m.group(1) == b"1" if m else None
+
+
+def _lib_abi(pkg: str) -> bool | None:
+    path = os.path.join(pkg, "lib", "libc10.so")
+    tail = b""
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                # Keep a marker-sized overlap so a match split across two chunks is still seen.
+                if _CXX11_MARK in tail + chunk:
+                    return True
+                tail = chunk[-(len(_CXX11_MARK) - 1) :]
+    except OSError:
+        return None
+    return False
+
+
+def read_torch_build(sys_path: Sequence[str]) -> TorchBuild | None:
+    """The first torch package on ``sys_path`` (the target's, in order), or None when there is none."""
+    pkg = _find_torch(sys_path)
+    if pkg is None:
+        return None
+    fields = _version_fields(os.path.join(pkg, "version.py"))
+    # Older torch recorded the ABI flag in its CMake config; newer ones only in the binaries.
+    abi = _cmake_abi(pkg)
+    return TorchBuild(
+        version=fields.get("__version__"),
+        cuda=fields.get("cuda"),
+        hip=fields.get("hip"),
+        cxx11_abi=_lib_abi(pkg) if abi is None else abi,
+        location=pkg,
+    )
