@@ -6,7 +6,7 @@ from typing import Any, TextIO
 
 from fa_doctor.finding import Finding, Severity
 from fa_doctor.report import Report
-from fa_doctor.scrub import scrub_text
+from fa_doctor.scrub import scrub_text, scrub_tree
 
 _MARK = {Severity.OK: ("✓", "green"), Severity.INFO: ("i", "cyan"), Severity.WARN: ("!", "yellow"),
          Severity.FAIL: ("✗", "red")}
@@ -64,7 +64,7 @@ class HumanRenderer:
             for command in remedy.commands:
                 self.line(command, "cyan", indent=8)
         if self.verbose and f.evidence:
-            for key, value in f.evidence.items():
+            for key, value in scrub_tree(dict(f.evidence)).items():
                 self.line(f"{key}: {value}", "dim", indent=4)
 
     def render(self, report: Report) -> None:

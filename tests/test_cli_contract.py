@@ -1,0 +1,107 @@
+"""The exit-code contract, stdout purity, and the error boundary (README: Exit codes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import gpu_env
+from fakeenv import H200, FakeEnv
+
+from fa_doctor.checks import knobs
+from fa_doctor.cli import main
+
+
+def healthy(fenv: FakeEnv) -> FakeEnv:
+    fenv.torch()
+    fenv.fa4()
+    return fenv
+
+
+def test_exit_0_healthy(cli: Any, fenv: FakeEnv, tmp_path: Path) -> None:
+    run = cli("check", "--no-smoke", "--json", "--python", healthy(fenv).python, env=gpu_env(tmp_path, H200))
+    assert (run.code, run.doc["status"], run.doc["exit_code"]) == (0, "ok", 0)
+
+
+def test_exit_0_with_warnings_only(cli: Any, fenv: FakeEnv) -> None:
+    run = cli("check", "--no-smoke", "--json", "--python", healthy(fenv).python)  # no GPU: gpu.none is a warning
+    assert (run.code, run.doc["status"]) == (0, "warn")
+
+
+def test_exit_1_strict_turns_warnings_into_failures(cli: Any, fenv: FakeEnv) -> None:
+    run = cli("check", "--no-smoke", "--strict", "--json", "--python", healthy(fenv).python)
+    assert (run.code, run.doc["status"], run.doc["exit_code"]) == (1, "warn", 1)
+
+
+def test_exit_1_on_failure(cli: Any, fenv: FakeEnv) -> None:
+    fenv.torch()
+    run = cli("check", "--no-smoke", "--json", "--python", fenv.python)
+    assert (run.code, run.doc["status"]) == (1, "fail")
+
+
+def test_require_gpu_fails_without_gpu(cli: Any, fenv: FakeEnv) -> None:
+    run = cli("check", "--no-smoke", "--require-gpu", "--json", "--python", healthy(fenv).python)
+    assert run.code == 1 and run.finding("gpu.none")["severity"] == "fail"
+
+
+@pytest.mark.parametrize("python", ["/nonexistent/python", "/etc/hostname", "false", "definitely-not-a-python"])
+def test_exit_2_bad_python_json(cli: Any, python: str) -> None:
+    run = cli("check", "--no-smoke", "--json", "--python", python)
+    assert run.code == 2
+    assert run.doc["exit_code"] == 2 and run.doc["error"] and run.doc["status"] == "fail"
+
+
+def test_exit_2_bad_python_human(cli: Any) -> None:
+    run = cli("check", "--no-smoke", "--python", "/nonexistent/python")
+    assert run.code == 2 and run.stdout == "" and "no such file" in run.stderr
+
+
+def test_exit_2_internal_error_is_a_finding(cli: Any, fenv: FakeEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(facts: object) -> list[object]:
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(knobs, "check_knobs", boom)
+    run = cli("check", "--no-smoke", "--json", "--python", healthy(fenv).python)
+    crash = run.finding("internal.check_crashed")
+    assert "simulated bug" in crash["detail"] and crash["remedies"]
+    assert run.code == 2 and "selection.ok" in run.ids()  # the other checks still ran
+
+
+def test_usage_error_with_json_still_prints_one_document(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--json", "--bogus-option"])
+    assert exc.value.code == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["exit_code"] == 2 and "bogus" in doc["error"]
+
+
+def test_usage_error_human_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--timeout", "soon"])
+    out = capsys.readouterr()
+    assert exc.value.code == 2 and out.out == "" and "soon" in out.err
+
+
+def test_json_stdout_is_pure_with_smoke_chatter(cli: Any, fenv: FakeEnv) -> None:
+    run = cli("check", "--json", "--python", healthy(fenv).python)  # smoke on: skipped, no GPU
+    assert run.doc["findings"]  # parses: nothing else on stdout
+    assert run.finding("smoke.skipped")["severity"] == "info"
+
+
+def test_help_and_static_check_import_no_torch(fenv: FakeEnv) -> None:
+    code = ("import sys; from fa_doctor.cli import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'flash_attn', 'sgl_kernel', 'sglang')]\n"
+            "assert not bad, bad\n")
+    for args in (["--help"], ["check", "--no-smoke", "--json", "--python", healthy(fenv).python]):
+        proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_python_m_entry_point() -> None:
+    proc = subprocess.run([sys.executable, "-m", "fa_doctor", "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("fa-doctor ")
