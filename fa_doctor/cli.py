@@ -49,8 +49,9 @@ def emit(report: Report, *, as_json: bool, verbose: bool, color: bool) -> None:
 
 @app.command()
 def check(
-    python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
-                                         help="Interpreter the server runs with (default: this one)."),
+    python: Optional[str] = typer.Option(
+        None, "--python", metavar="PATH", help="Interpreter the server runs with (default: this one)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Show every finding with evidence and timings."),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
@@ -59,8 +60,9 @@ def check(
     require_gpu: bool = typer.Option(False, "--require-gpu", help="No GPU (or a skipped smoke test) fails."),
     timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="Seconds allowed per smoke-test child."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Bypass fa-doctor's FA4 compile cache."),
-    attention_backend: Optional[str] = typer.Option(None, "--attention-backend", metavar="NAME",
-                                                    help="As given to SGLang (fa3, fa4, flashinfer, ...)."),
+    attention_backend: Optional[str] = typer.Option(
+        None, "--attention-backend", metavar="NAME", help="As given to SGLang (fa3, fa4, flashinfer, ...)."
+    ),
     prefill_backend: Optional[str] = typer.Option(None, "--prefill-attention-backend", metavar="NAME"),
     decode_backend: Optional[str] = typer.Option(None, "--decode-attention-backend", metavar="NAME"),
     no_color: bool = typer.Option(False, "--no-color", help="No colours (NO_COLOR is honoured too)."),
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("fa-doctor: interrupted\n")
         sys.exit(130)
-    except Exception as exc:  # noqa: BLE001 - the error boundary of the whole program
+    except Exception as exc:
         usage = hasattr(exc, "exit_code") and hasattr(exc, "format_message")
         message = exc.format_message() if usage else f"internal error: {type(exc).__name__}: {exc}"  # type: ignore[attr-defined]
         if os.environ.get("FA_DOCTOR_DEBUG") and not usage:

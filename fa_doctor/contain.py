@@ -19,7 +19,9 @@ def crash_finding(name: str, exc: BaseException) -> Finding:
     frames = traceback.extract_tb(exc.__traceback__)
     where = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "?"
     return Finding(
-        "internal.check_crashed", Severity.FAIL, f"fa-doctor's {name} check crashed",
+        "internal.check_crashed",
+        Severity.FAIL,
+        f"fa-doctor's {name} check crashed",
         f"{type(exc).__name__}: {exc} (at {where}). The other checks still ran; this one says nothing about your "
         "install.",
         {"check": name, "error": f"{type(exc).__name__}: {exc}", "where": where},
@@ -30,7 +32,7 @@ def crash_finding(name: str, exc: BaseException) -> Finding:
 def contained(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:
     try:
         return list(check())
-    except Exception as exc:  # noqa: BLE001 - the point: one bad check must not end the run
+    except Exception as exc:
         return [crash_finding(name, exc)]
 
 
@@ -45,7 +47,7 @@ def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
     def runner() -> None:
         try:
             box["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+        except BaseException as exc:
             box["error"] = exc
 
     thread = threading.Thread(target=runner, name=f"fa-doctor {what}", daemon=True)

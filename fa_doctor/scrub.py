@@ -23,8 +23,10 @@ def scrub_text(text: str) -> str:
 
 def scrub_tree(value: Any, key: str = "") -> Any:
     if isinstance(value, dict):
-        return {k: ("<hidden>" if _SECRET_NAME.search(str(k)) and isinstance(v, str) else scrub_tree(v, str(k)))
-                for k, v in value.items()}
+        return {
+            k: ("<hidden>" if _SECRET_NAME.search(str(k)) and isinstance(v, str) else scrub_tree(v, str(k)))
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [scrub_tree(v, key) for v in value]
     if isinstance(value, str):

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fakeenv import FakeEnv, fake_nvidia_smi, make_env  # noqa: E402
+from fakeenv import FakeEnv, fake_nvidia_smi, make_env
 
-from fa_doctor.cli import app  # noqa: E402
-from fa_doctor.probes.environment import KNOBS  # noqa: E402
-from fa_doctor.probes.modules import listdir  # noqa: E402
+from fa_doctor.cli import app
+from fa_doctor.probes.environment import KNOBS
+from fa_doctor.probes.modules import by_stem, listdir
 
 
 @pytest.fixture(autouse=True)
@@ -25,14 +25,20 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """No test sees the developer's knobs, GPUs or caches; directory listings are not cached across tests."""
     for name in KNOBS:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
-                                                if not (Path(p) / "nvidia-smi").exists()))
+    monkeypatch.setenv(
+        "PATH",
+        os.pathsep.join(
+            p for p in os.environ.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvidia-smi").exists()
+        ),
+    )
     monkeypatch.setitem(sys.modules, "pynvml", None)  # type: ignore[arg-type]
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv("PYTHONPATH", raising=False)
     listdir.cache_clear()
+    by_stem.cache_clear()
     yield
     listdir.cache_clear()
+    by_stem.cache_clear()
 
 
 @pytest.fixture
@@ -67,6 +73,7 @@ def gpu_env(tmp_path: Path, *rows: str) -> dict[str, str]:
 def cli() -> Any:
     def invoke(*args: str, env: dict[str, str] | None = None) -> Run:
         listdir.cache_clear()
+        by_stem.cache_clear()
         result = CliRunner().invoke(app, list(args), env=env)
         if result.exception and not isinstance(result.exception, SystemExit):
             raise result.exception

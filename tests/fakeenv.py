@@ -24,9 +24,19 @@ class FakeEnv:
     python: str
     site: Path
 
-    def dist(self, name: str, version: str, files: Mapping[str, str | bytes] | None = None, *,
-             requires: Iterable[str] = (), top_level: Iterable[str] = (), record: bool = True,
-             where: Path | None = None, extra_record: Iterable[str] = (), metadata: str | None = None) -> Path:
+    def dist(
+        self,
+        name: str,
+        version: str,
+        files: Mapping[str, str | bytes] | None = None,
+        *,
+        requires: Iterable[str] = (),
+        top_level: Iterable[str] = (),
+        record: bool = True,
+        where: Path | None = None,
+        extra_record: Iterable[str] = (),
+        metadata: str | None = None,
+    ) -> Path:
         """A distribution: its files (path -> content) and a dist-info whose RECORD lists them."""
         base = where or self.site
         files = dict(files or {})
@@ -36,9 +46,14 @@ class FakeEnv:
             path.write_bytes(content.encode() if isinstance(content, str) else content)
         info = base / f"{name.replace('-', '_')}-{version}.dist-info"
         info.mkdir(parents=True, exist_ok=True)
-        meta = metadata if metadata is not None else (
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-            + "".join(f"Requires-Dist: {r}\n" for r in requires))
+        meta = (
+            metadata
+            if metadata is not None
+            else (
+                f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                + "".join(f"Requires-Dist: {r}\n" for r in requires)
+            )
+        )
         (info / "METADATA").write_text(meta)
         (info / "INSTALLER").write_text("pip\n")
         if top_level:
@@ -50,8 +65,9 @@ class FakeEnv:
             (info / "RECORD").write_text("\n".join(rows) + "\n")
         return info
 
-    def fixture(self, dirname: str, *, keep: Callable[[str], bool] = lambda rel: True,
-                skip_files: Iterable[str] = ()) -> Path:
+    def fixture(
+        self, dirname: str, *, keep: Callable[[str], bool] = lambda rel: True, skip_files: Iterable[str] = ()
+    ) -> Path:
         """Install a real wheel's metadata from the fixtures, creating the files its RECORD lists (empty)."""
         src = FIXTURES / dirname
         dst = self.site / dirname
@@ -69,7 +85,7 @@ class FakeEnv:
             path = self.site / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()  # an empty .pth adds nothing to the path
-        (dst / "RECORD").write_text("\n".join(kept + [f"{dirname}/RECORD,,"]) + "\n")
+        (dst / "RECORD").write_text("\n".join([*kept, f"{dirname}/RECORD,,"]) + "\n")
         return dst
 
     def torch(self, version: str = "2.11.0+cu130", cuda: str | None = "13.0") -> None:
@@ -81,19 +97,32 @@ class FakeEnv:
         self.dist("torch", version.split("+")[0], files, top_level=["torch"])
 
     def cutlass_dsl(self, *, core: bool = True, pth: bool = True) -> None:
-        """FA4's CuTe DSL runtime as its wheels lay it out: cutlass lives under dsl_packages, put on the path by a .pth."""
+        """FA4's CuTe DSL runtime as its wheels lay it out: cutlass under dsl_packages, put on the path by a .pth."""
         pkgs = "nvidia_cutlass_dsl/dsl_packages"
-        self.dist("nvidia-cutlass-dsl", "4.8.1",
-                  {"nvidia_cutlass_dsl_packages.pth": f"./{pkgs}\n"} if pth else {},
-                  requires=["nvidia-cutlass-dsl-libs-base==4.8.1"])
-        self.dist("nvidia-cutlass-dsl-libs-base", "4.8.1", {f"{pkgs}/cutlass/_mlir/__init__.py": ""},
-                  top_level=["nvidia_cutlass_dsl"])
+        self.dist(
+            "nvidia-cutlass-dsl",
+            "4.8.1",
+            {"nvidia_cutlass_dsl_packages.pth": f"./{pkgs}\n"} if pth else {},
+            requires=["nvidia-cutlass-dsl-libs-base==4.8.1"],
+        )
+        self.dist(
+            "nvidia-cutlass-dsl-libs-base",
+            "4.8.1",
+            {f"{pkgs}/cutlass/_mlir/__init__.py": ""},
+            top_level=["nvidia_cutlass_dsl"],
+        )
         if core:
-            self.dist("nvidia-cutlass-dsl-libs-core", "4.8.1",
-                      {f"{pkgs}/cutlass/__init__.py": "", f"{pkgs}/cutlass/cute/__init__.py": ""},
-                      top_level=["nvidia_cutlass_dsl"])
-        for name, mod in (("quack-kernels", "quack"), ("apache-tvm-ffi", "tvm_ffi"), ("torch-c-dlpack-ext",
-                                                                                    "torch_c_dlpack_ext")):
+            self.dist(
+                "nvidia-cutlass-dsl-libs-core",
+                "4.8.1",
+                {f"{pkgs}/cutlass/__init__.py": "", f"{pkgs}/cutlass/cute/__init__.py": ""},
+                top_level=["nvidia_cutlass_dsl"],
+            )
+        for name, mod in (
+            ("quack-kernels", "quack"),
+            ("apache-tvm-ffi", "tvm_ffi"),
+            ("torch-c-dlpack-ext", "torch_c_dlpack_ext"),
+        ):
             self.dist(name, "0.6.5" if mod == "quack" else "0.1.15", {f"{mod}/__init__.py": ""}, top_level=[mod])
         for name in ("einops", "typing-extensions"):
             self.dist(name, "4.12.0", {f"{name.replace('-', '_')}.py": ""})
@@ -103,31 +132,50 @@ class FakeEnv:
         self.fixture("flash_attn_4-4.0.0b36.dist-info")
 
     def fa2(self, version: str = "2.8.3", *, with_cute: bool = True, native: bool = True) -> None:
-        files: dict[str, str | bytes] = {"flash_attn/__init__.py": f"__version__ = {version!r}\n",
-                                         "flash_attn/flash_attn_interface.py": ""}
+        files: dict[str, str | bytes] = {
+            "flash_attn/__init__.py": f"__version__ = {version!r}\n",
+            "flash_attn/flash_attn_interface.py": "",
+        }
         if with_cute:  # flash-attn <= 2.8.3.post1 ships an old flash_attn/cute snapshot
             files["flash_attn/cute/__init__.py"] = '__version__ = "0.1.0"\n'
             files["flash_attn/cute/interface.py"] = ""
         if native:
-            files[f"flash_attn_2_cuda.cpython-{sys.version_info[0]}{sys.version_info[1]}-x86_64-linux-gnu.so"] = b"\x7fELF"
-        self.dist("flash-attn", version, files, top_level=["flash_attn", "flash_attn_2_cuda"],
-                  requires=["torch", "einops"])
+            files[f"flash_attn_2_cuda.cpython-{sys.version_info[0]}{sys.version_info[1]}-x86_64-linux-gnu.so"] = (
+                b"\x7fELF"
+            )
+        self.dist(
+            "flash-attn", version, files, top_level=["flash_attn", "flash_attn_2_cuda"], requires=["torch", "einops"]
+        )
 
     def sgl_kernel(self, version: str = "0.4.10", torch_pin: str = "2.11.0", flash_ops: bool = True) -> None:
-        files: dict[str, str | bytes] = {"sgl_kernel/__init__.py": "", "sgl_kernel/flash_attn.py": "",
-                                         "sgl_kernel/sm90/common_ops.abi3.so": b"\x7fELF"}
+        files: dict[str, str | bytes] = {
+            "sgl_kernel/__init__.py": "",
+            "sgl_kernel/flash_attn.py": "",
+            "sgl_kernel/sm90/common_ops.abi3.so": b"\x7fELF",
+        }
         if flash_ops:
             files["sgl_kernel/flash_ops.abi3.so"] = b"\x7fELF"
         self.dist("sglang-kernel", version, files, requires=[f"torch=={torch_pin}"])
 
-    def sglang(self, version: str = "0.5.23", *, vendored_fa4: bool = True, reads_override: bool = False,
-               accepted: tuple[int, ...] = (3, 4)) -> None:
-        select = "\n".join(f"        {'if' if i == 0 else 'elif'} self.fa_impl_ver == {v}:\n            pass"
-                           for i, v in enumerate(accepted))
-        backend = (f"class FlashAttentionBackend:\n    def __init__(self, fa_impl_ver=3):\n{select}\n        else:\n"
-                   "            raise ValueError(f'Invalid version: {self.fa_impl_ver=}')\n")
+    def sglang(
+        self,
+        version: str = "0.5.23",
+        *,
+        vendored_fa4: bool = True,
+        reads_override: bool = False,
+        accepted: tuple[int, ...] = (3, 4),
+    ) -> None:
+        select = "\n".join(
+            f"        {'if' if i == 0 else 'elif'} self.fa_impl_ver == {v}:\n            pass"
+            for i, v in enumerate(accepted)
+        )
+        backend = (
+            f"class FlashAttentionBackend:\n    def __init__(self, fa_impl_ver=3):\n{select}\n        else:\n"
+            "            raise ValueError(f'Invalid version: {self.fa_impl_ver=}')\n"
+        )
         environ = "SGLANG_USE_SGL_FA3_KERNEL = EnvBool(True)\n" + (
-            "SGLANG_FLASHATTENTION_VERSION = EnvInt(None)\n" if reads_override else "")
+            "SGLANG_FLASHATTENTION_VERSION = EnvInt(None)\n" if reads_override else ""
+        )
         files: dict[str, str | bytes] = {
             "sglang/__init__.py": "",
             "sglang/srt/__init__.py": "",
@@ -144,8 +192,13 @@ class FakeEnv:
             files["sglang/kernels/ops/attention/flash_attn/__init__.py"] = ""
             files["sglang/kernels/ops/attention/flash_attn/cute/__init__.py"] = ""
             files["sglang/kernels/ops/attention/flash_attn/cute/interface.py"] = ""
-        self.dist("sglang", version, files, top_level=["sglang"],
-                  requires=["sglang-kernel==0.4.10", "flash-attn-4>=4.0.0b18", "torch"])
+        self.dist(
+            "sglang",
+            version,
+            files,
+            top_level=["sglang"],
+            requires=["sglang-kernel==0.4.10", "flash-attn-4>=4.0.0b18", "torch"],
+        )
 
 
 def _hash(path: Path) -> str:

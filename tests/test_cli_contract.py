@@ -93,10 +93,12 @@ def test_json_stdout_is_pure_with_smoke_chatter(cli: Any, fenv: FakeEnv) -> None
 
 
 def test_help_and_static_check_import_no_torch(fenv: FakeEnv) -> None:
-    code = ("import sys; from fa_doctor.cli import main\n"
-            "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'flash_attn', 'sgl_kernel', 'sglang')]\n"
-            "assert not bad, bad\n")
+    code = (
+        "import sys; from fa_doctor.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'flash_attn', 'sgl_kernel', 'sglang')]\n"
+        "assert not bad, bad\n"
+    )
     for args in (["--help"], ["check", "--no-smoke", "--json", "--python", healthy(fenv).python]):
         proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr

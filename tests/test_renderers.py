@@ -19,28 +19,67 @@ def sample() -> Report:
     return Report(
         command="check",
         findings=(
-            Finding("gpu.found", Severity.OK, "1 GPU(s) visible (via nvml)", "GPU 0: NVIDIA H200 (sm_90)",
-                    {"source": "nvml"}),
-            Finding("override.invalid", Severity.FAIL, "SGLANG_FLASHATTENTION_VERSION has an invalid value",
-                    "SGLANG_FLASHATTENTION_VERSION='5' is not one of the documented values 2, 3 or 4.",
-                    {"variable": "SGLANG_FLASHATTENTION_VERSION", "value": "'5'"},
-                    (Remedy("(1) Unset it.", ("unset SGLANG_FLASHATTENTION_VERSION",
-                                              "export SGLANG_FLASHATTENTION_VERSION=3")),)),
-            Finding("knob.ignored", Severity.WARN, "flash-attn[cu13] built for [sm80, sm121]",
-                    "Brackets must survive: [sm80, sm121] and flash-attn[triton].", {"api_key": "s3cret"},
-                    (Remedy("Reinstall.", ("/opt/venv/bin/python -m pip install 'flash-attn-4[cu13]'",)),)),
+            Finding(
+                "gpu.found",
+                Severity.OK,
+                "1 GPU(s) visible (via nvml)",
+                "GPU 0: NVIDIA H200 (sm_90)",
+                {"source": "nvml"},
+            ),
+            Finding(
+                "override.invalid",
+                Severity.FAIL,
+                "SGLANG_FLASHATTENTION_VERSION has an invalid value",
+                "SGLANG_FLASHATTENTION_VERSION='5' is not one of the documented values 2, 3 or 4.",
+                {"variable": "SGLANG_FLASHATTENTION_VERSION", "value": "'5'"},
+                (
+                    Remedy(
+                        "(1) Unset it.",
+                        ("unset SGLANG_FLASHATTENTION_VERSION", "export SGLANG_FLASHATTENTION_VERSION=3"),
+                    ),
+                ),
+            ),
+            Finding(
+                "knob.ignored",
+                Severity.WARN,
+                "flash-attn[cu13] built for [sm80, sm121]",
+                "Brackets must survive: [sm80, sm121] and flash-attn[triton].",
+                {"api_key": "s3cret"},
+                (Remedy("Reinstall.", ("/opt/venv/bin/python -m pip install 'flash-attn-4[cu13]'",)),),
+            ),
         ),
         target={"executable": "/opt/venv/bin/python", "version": "3.12.3"},
-        gpus={"source": "nvml", "driver_version": "580.159.04",
-              "devices": [{"index": 0, "name": "NVIDIA H200", "capability": "9.0"}]},
+        gpus={
+            "source": "nvml",
+            "driver_version": "580.159.04",
+            "devices": [{"index": 0, "name": "NVIDIA H200", "capability": "9.0"}],
+        },
         torch={"version": "2.11.0+cu130", "cuda": "13.0"},
-        packages=[{"distribution": "flash-attn-4", "version": "4.0.0b36", "family": "fa4",
-                   "location": "/opt/venv/lib/python3.12/site-packages"}],
-        selection={"fa_version": 3,
-                   "prefill": {"fa_version": 3, "implementation": "fa3-sgl", "backend": "fa3", "source": "override",
-                               "problems": []},
-                   "decode": {"fa_version": 3, "implementation": "fa3-sgl", "backend": "fa3", "source": "override",
-                              "problems": []}},
+        packages=[
+            {
+                "distribution": "flash-attn-4",
+                "version": "4.0.0b36",
+                "family": "fa4",
+                "location": "/opt/venv/lib/python3.12/site-packages",
+            }
+        ],
+        selection={
+            "fa_version": 3,
+            "prefill": {
+                "fa_version": 3,
+                "implementation": "fa3-sgl",
+                "backend": "fa3",
+                "source": "override",
+                "problems": [],
+            },
+            "decode": {
+                "fa_version": 3,
+                "implementation": "fa3-sgl",
+                "backend": "fa3",
+                "source": "override",
+                "problems": [],
+            },
+        },
         timings={"total": 0.0421},
     )
 

@@ -39,14 +39,22 @@ def test_flag_fa4_uses_sglang_vendored_copy(cli: Any, server: FakeEnv, tmp_path:
 
 
 def test_prefill_and_decode_differ(cli: Any, server: FakeEnv, tmp_path: Path) -> None:
-    run = check(cli, server, "--prefill-attention-backend", "fa4", "--decode-attention-backend", "fa3",
-                env=gpu_env(tmp_path, H200))
+    run = check(
+        cli,
+        server,
+        "--prefill-attention-backend",
+        "fa4",
+        "--decode-attention-backend",
+        "fa3",
+        env=gpu_env(tmp_path, H200),
+    )
     sel = run.doc["selection"]
     assert (sel["prefill"]["fa_version"], sel["decode"]["fa_version"]) == (4, 3)
     assert sel["fa_version"] is None
     assert [f["title"] for f in run.doc["findings"] if f["id"] == "selection.ok"] == [
         "FA4 will run for prefill: FA4 (SGLang's vendored copy)",
-        "FA3 will run for decode: FA3 (sgl_kernel.flash_attn from sglang-kernel)"]
+        "FA3 will run for decode: FA3 (sgl_kernel.flash_attn from sglang-kernel)",
+    ]
 
 
 def test_only_prefill_flag_leaves_decode_on_default(cli: Any, server: FakeEnv, tmp_path: Path) -> None:
@@ -91,8 +99,25 @@ def test_override_unset_is_ok(cli: Any, server: FakeEnv) -> None:
     assert "does not read it" in finding["detail"]
 
 
-@pytest.mark.parametrize("value", ["5", "fa3", "3.0", "", " 3", "3 ", "\uff13", "03", "9" * 400, "3\n", "\x1b[31m3",
-                                   "-3", "+3", "4\x00"[:1] + "\x7f"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "5",
+        "fa3",
+        "3.0",
+        "",
+        " 3",
+        "3 ",
+        "\uff13",
+        "03",
+        "9" * 400,
+        "3\n",
+        "\x1b[31m3",
+        "-3",
+        "+3",
+        "4\x00"[:1] + "\x7f",
+    ],
+)
 def test_override_invalid_values(cli: Any, server: FakeEnv, tmp_path: Path, value: str) -> None:
     env = {**gpu_env(tmp_path, H200), "SGLANG_FLASHATTENTION_VERSION": value}
     run = check(cli, server, env=env)
@@ -124,8 +149,10 @@ def test_override_3_on_blackwell_names_gpu_reason(cli: Any, server: FakeEnv, tmp
     env = {**gpu_env(tmp_path, B200), "SGLANG_FLASHATTENTION_VERSION": "3"}
     finding = check(cli, server, env=env).finding("override.unavailable")
     assert "compute capability 10.0" in finding["detail"]
-    assert finding["remedies"][0]["commands"] == ["unset SGLANG_FLASHATTENTION_VERSION",
-                                                  "export SGLANG_FLASHATTENTION_VERSION=4"]
+    assert finding["remedies"][0]["commands"] == [
+        "unset SGLANG_FLASHATTENTION_VERSION",
+        "export SGLANG_FLASHATTENTION_VERSION=4",
+    ]
 
 
 def test_override_active_says_how_sglang_relates(cli: Any, server: FakeEnv, tmp_path: Path) -> None:
@@ -142,7 +169,9 @@ def test_sglang_that_reads_the_variable_is_named(cli: Any, fenv: FakeEnv, tmp_pa
     fenv.sgl_kernel(torch_pin="2.11.0")
     fenv.sglang(reads_override=True)
     env = {**gpu_env(tmp_path, H200), "SGLANG_FLASHATTENTION_VERSION": "3"}
-    assert "reads SGLANG_FLASHATTENTION_VERSION itself" in check(cli, fenv, env=env).finding("override.active")["detail"]
+    assert (
+        "reads SGLANG_FLASHATTENTION_VERSION itself" in check(cli, fenv, env=env).finding("override.active")["detail"]
+    )
 
 
 def test_override_and_flags_disagree(cli: Any, server: FakeEnv, tmp_path: Path) -> None:
@@ -163,19 +192,22 @@ def test_override_without_sglang_picks_package(cli: Any, fenv: FakeEnv, tmp_path
     assert "no SGLang flag" in run.finding("override.active")["detail"]
 
 
-@pytest.mark.parametrize(("name", "value", "fid"), [
-    ("SGLANG_USE_SGL_FA3_KERNEL", "maybe", "knob.invalid"),
-    ("SGLANG_USE_SGL_FA3_KERNEL", "false", "knob.active"),
-    ("SGLANG_INKLING_FA4_USE_PIP", "1", "knob.ignored"),
-    ("VLLM_FLASH_ATTN_VERSION", "3", "knob.ignored"),
-    ("VLLM_FLASH_ATTN_VERSION", "four", "knob.invalid"),
-    ("FLASH_ATTENTION_ARCH", "sm_100a", "knob.conflict"),
-    ("FLASH_ATTENTION_ARCH", "sm_90", "knob.active"),
-    ("CUTE_DSL_ARCH", "hopper!", "knob.invalid"),
-    ("FLASH_ATTENTION_TRITON_AMD_ENABLE", "TRUE", "knob.conflict"),
-    ("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", "", "knob.invalid"),
-    ("FLASH_ATTENTION_FORCE_BUILD", "TRUE", "knob.active"),
-])
+@pytest.mark.parametrize(
+    ("name", "value", "fid"),
+    [
+        ("SGLANG_USE_SGL_FA3_KERNEL", "maybe", "knob.invalid"),
+        ("SGLANG_USE_SGL_FA3_KERNEL", "false", "knob.active"),
+        ("SGLANG_INKLING_FA4_USE_PIP", "1", "knob.ignored"),
+        ("VLLM_FLASH_ATTN_VERSION", "3", "knob.ignored"),
+        ("VLLM_FLASH_ATTN_VERSION", "four", "knob.invalid"),
+        ("FLASH_ATTENTION_ARCH", "sm_100a", "knob.conflict"),
+        ("FLASH_ATTENTION_ARCH", "sm_90", "knob.active"),
+        ("CUTE_DSL_ARCH", "hopper!", "knob.invalid"),
+        ("FLASH_ATTENTION_TRITON_AMD_ENABLE", "TRUE", "knob.conflict"),
+        ("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", "", "knob.invalid"),
+        ("FLASH_ATTENTION_FORCE_BUILD", "TRUE", "knob.active"),
+    ],
+)
 def test_knobs(cli: Any, server: FakeEnv, tmp_path: Path, name: str, value: str, fid: str) -> None:
     run = check(cli, server, env={**gpu_env(tmp_path, H200), name: value})
     finding = run.finding(fid)

@@ -35,9 +35,16 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
             continue  # override.unavailable / override.active already say it, with every reason
         if choice.source == "auto" and choice.version is None:
             if any(s.installed for s in states.values()):
-                out.append(Finding("selection.none", Severity.FAIL, "No installed FlashAttention can run here",
-                                   f"{choice.why}: " + "; ".join(choice.problems) + ".", evidence,
-                                   (remedies.reinstall(facts, "fa4")[0], remedies.auto_detect(facts))))
+                out.append(
+                    Finding(
+                        "selection.none",
+                        Severity.FAIL,
+                        "No installed FlashAttention can run here",
+                        f"{choice.why}: " + "; ".join(choice.problems) + ".",
+                        evidence,
+                        (remedies.reinstall(facts, "fa4")[0], remedies.auto_detect(facts)),
+                    )
+                )
             break
         if choice.problems:
             good = best_valid(facts, states)
@@ -48,32 +55,55 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                 alt = f"--attention-backend fa{good}" if good else "--attention-backend triton"
                 fixes.append(Remedy(f"Change the flag: {alt} works here.", ()))
             fixes.append(remedies.auto_detect(facts))
-            out.append(Finding(
-                "selection.unavailable", Severity.FAIL, f"{_label(choice)} is selected for {where} but cannot run",
-                f"{choice.why}; but: " + "; ".join(choice.problems) + ".", evidence, tuple(fixes),
-            ))
+            out.append(
+                Finding(
+                    "selection.unavailable",
+                    Severity.FAIL,
+                    f"{_label(choice)} is selected for {where} but cannot run",
+                    f"{choice.why}; but: " + "; ".join(choice.problems) + ".",
+                    evidence,
+                    tuple(fixes),
+                )
+            )
         elif choice.version is None:
             default = sel.sglang_default
-            out.append(Finding(
-                "selection.not_fa", Severity.INFO, f"{where}: {choice.backend or 'no backend'} runs, not FlashAttention",
-                f"{choice.why}. FA runs only with --attention-backend fa3|fa4" +
-                (f" (SGLang's default here is {default})." if default else "."), evidence,
-            ))
+            out.append(
+                Finding(
+                    "selection.not_fa",
+                    Severity.INFO,
+                    f"{where}: {choice.backend or 'no backend'} runs, not FlashAttention",
+                    f"{choice.why}. FA runs only with --attention-backend fa3|fa4"
+                    + (f" (SGLang's default here is {default})." if default else "."),
+                    evidence,
+                )
+            )
         else:
-            out.append(Finding(
-                "selection.ok", Severity.OK, f"FA{choice.version} will run for {where}: {_label(choice)}",
-                choice.why + ".", evidence,
-            ))
+            out.append(
+                Finding(
+                    "selection.ok",
+                    Severity.OK,
+                    f"FA{choice.version} will run for {where}: {_label(choice)}",
+                    choice.why + ".",
+                    evidence,
+                )
+            )
     if override is not None and facts.flags.any:
         flagged = {p.phase: p for p in sel.phases}
         names = [f for f in (facts.flags.attention, facts.flags.prefill, facts.flags.decode) if f]
         if any(n != f"fa{override}" for n in names):
-            out.append(Finding(
-                "selection.conflict", Severity.WARN, f"{OVERRIDE}={override} and the backend flags disagree",
-                f"The flags ask for {', '.join(sorted(set(names)))}; SGLang itself obeys the flags, so FA{override} runs "
-                "only if your launcher rewrites them from the variable. fa-doctor reports the override's choice.",
-                {"override": override, "flags": names, "selection": {k: v.to_dict() for k, v in flagged.items()}},
-                (remedies.unset_override(None), Remedy("Or make the flags match the override.",
-                                                       (f"--attention-backend fa{override}",))),
-            ))
+            out.append(
+                Finding(
+                    "selection.conflict",
+                    Severity.WARN,
+                    f"{OVERRIDE}={override} and the backend flags disagree",
+                    f"The flags ask for {', '.join(sorted(set(names)))}; SGLang itself obeys the flags, "
+                    f"so FA{override} runs "
+                    "only if your launcher rewrites them from the variable. fa-doctor reports the override's choice.",
+                    {"override": override, "flags": names, "selection": {k: v.to_dict() for k, v in flagged.items()}},
+                    (
+                        remedies.unset_override(None),
+                        Remedy("Or make the flags match the override.", (f"--attention-backend fa{override}",)),
+                    ),
+                )
+            )
     return out

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from fa_doctor.facts import Facts
 from fa_doctor.families import FA2, FA3, FA3_SGL, FA4, FA4_SGLANG, IMPLEMENTATIONS, VLLM_FA, Implementation, normalize
 from fa_doctor.probes.distributions import Distribution
-from fa_doctor.probes.modules import ModuleSpot, listdir, resolve
+from fa_doctor.probes.modules import ModuleSpot, by_stem, resolve
 
 _MAX_LISTED = 5
 
@@ -75,10 +75,8 @@ def _native_present(spot_dir: str | None, leaf: str, python: tuple[int, int], sy
     """A compiled module `leaf` beside a package dir (or top-level on the path when spot_dir is None)."""
     dirs = [spot_dir] if spot_dir else [p for p in sys_path if p]
     for d in dirs:
-        for name in listdir(d):
-            if name.startswith(leaf + ".") and name.endswith(".so"):
-                return True
-            if name == leaf and os.path.isdir(os.path.join(d, leaf)):
+        for name in by_stem(d).get(leaf, ()):
+            if name.endswith(".so") or (name == leaf and os.path.isdir(os.path.join(d, leaf))):
                 return True
     del python
     return False
@@ -138,14 +136,20 @@ def _cute_runtime_problems(facts: Facts) -> list[str]:
     if cute.found:
         return out
     core = facts.scan.first("nvidia-cutlass-dsl-libs-core")
-    dsl_dirs = [os.path.join(d.location, "nvidia_cutlass_dsl", "dsl_packages") for d in facts.scan.named(
-        "nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl-libs-base")]
+    dsl_dirs = [
+        os.path.join(d.location, "nvidia_cutlass_dsl", "dsl_packages")
+        for d in facts.scan.named("nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl-libs-base")
+    ]
     if core is None:
-        out.append("nvidia-cutlass-dsl-libs-core is not installed, so `import cutlass.cute` fails "
-                   "(it carries the cutlass Python package; libs-base/libs-cu13 hold only compiled parts)")
+        out.append(
+            "nvidia-cutlass-dsl-libs-core is not installed, so `import cutlass.cute` fails "
+            "(it carries the cutlass Python package; libs-base/libs-cu13 hold only compiled parts)"
+        )
     elif any(os.path.isdir(d) for d in dsl_dirs) and not any(d in path for d in dsl_dirs):
-        out.append("nvidia_cutlass_dsl/dsl_packages is not on sys.path: the nvidia_cutlass_dsl_packages.pth file was not "
-                   "processed (installed with --target into PYTHONPATH, or python -S), so `import cutlass` fails")
+        out.append(
+            "nvidia_cutlass_dsl/dsl_packages is not on sys.path: the nvidia_cutlass_dsl_packages.pth file was not "
+            "processed (installed with --target into PYTHONPATH, or python -S), so `import cutlass` fails"
+        )
     else:
         out.append("`cutlass.cute` cannot be found on the search path (No module named 'cutlass')")
     return out
@@ -168,14 +172,20 @@ def _assess(impl: Implementation, facts: Facts) -> ImplState:
             broken.append(f"{dist.name}: {dist.problem} ({dist.metadata_dir})")
         gone = missing_files(dist)
         if gone:
-            shown = ", ".join(gone[:_MAX_LISTED]) + (f" and {len(gone) - _MAX_LISTED} more" if len(gone) > _MAX_LISTED else "")
+            shown = ", ".join(gone[:_MAX_LISTED]) + (
+                f" and {len(gone) - _MAX_LISTED} more" if len(gone) > _MAX_LISTED else ""
+            )
             broken.append(f"{dist.name} {dist.version}: {len(gone)} file(s) listed in RECORD are missing: {shown}")
         if not spot.found:
-            broken.append(f"{dist.name} {dist.version} is installed but `import {module}` would fail: "
-                          f"{spot.note or 'no such module on the search path'}")
+            broken.append(
+                f"{dist.name} {dist.version} is installed but `import {module}` would fail: "
+                f"{spot.note or 'no such module on the search path'}"
+            )
         elif spot.origin and impl is not FA4_SGLANG and not inside(spot.origin, owner_roots(dist)):
-            shadowed = (f"`import {module}` resolves to {spot.origin}, not to {dist.name} {dist.version} in "
-                        f"{dist.editable_dir or dist.location}")
+            shadowed = (
+                f"`import {module}` resolves to {spot.origin}, not to {dist.name} {dist.version} in "
+                f"{dist.editable_dir or dist.location}"
+            )
         for native in impl.native:
             parent, _, leaf = native.rpartition(".")
             pdir = None
@@ -185,15 +195,24 @@ def _assess(impl: Implementation, facts: Facts) -> ImplState:
                 if pdir is None:
                     continue
             if not _native_present(pdir, leaf, py, path):
-                broken.append(f"compiled module {native} is missing (the CUDA build of {dist.name} was skipped or removed)")
-        if impl.key == "fa3":
-            if not any(_native_present(None, n, py, path) for n in ("flash_attn_3_cuda", "flashattn_hopper_cuda")) and \
-                    not resolve("flash_attn_3._C", path, py).found:
-                broken.append("compiled module flash_attn_3._C (or flash_attn_3_cuda) is missing")
+                broken.append(
+                    f"compiled module {native} is missing (the CUDA build of {dist.name} was skipped or removed)"
+                )
+        if impl.key == "fa3" and (
+                not any(_native_present(None, n, py, path) for n in ("flash_attn_3_cuda", "flashattn_hopper_cuda"))
+                and not resolve("flash_attn_3._C", path, py).found
+        ):
+            broken.append("compiled module flash_attn_3._C (or flash_attn_3_cuda) is missing")
     if impl.version == 4 and (dist is not None or impl is FA4_SGLANG):
         broken += _cute_runtime_problems(facts)
-    return ImplState(impl, dist if impl is not FA4_SGLANG else facts.scan.first("sglang"), spot, tuple(broken),
-                     shadowed, tuple(gpu_reasons(impl, facts)))
+    return ImplState(
+        impl,
+        dist if impl is not FA4_SGLANG else facts.scan.first("sglang"),
+        spot,
+        tuple(broken),
+        shadowed,
+        tuple(gpu_reasons(impl, facts)),
+    )
 
 
 def gpu_reasons(impl: Implementation, facts: Facts) -> list[str]:
@@ -201,13 +220,17 @@ def gpu_reasons(impl: Implementation, facts: Facts) -> list[str]:
     for device in facts.gpus.devices:
         cap = device.capability
         if cap is not None and not impl.supports(cap):
-            out.append(f"GPU {device.index} ({device.name}) has compute capability {cap[0]}.{cap[1]}; "
-                       f"{impl.label} runs on {impl.capability_text}")
+            out.append(
+                f"GPU {device.index} ({device.name}) has compute capability {cap[0]}.{cap[1]}; "
+                f"{impl.label} runs on {impl.capability_text}"
+            )
     if facts.gpus.devices and impl.min_torch_cuda:
         cuda = facts.torch_cuda
         if cuda is not None and cuda < impl.min_torch_cuda:
             need = ".".join(map(str, impl.min_torch_cuda))
-            out.append(f"torch is built for CUDA {facts.torch.cuda if facts.torch else '?'}; {impl.label} needs >= {need}")
+            out.append(
+                f"torch is built for CUDA {facts.torch.cuda if facts.torch else '?'}; {impl.label} needs >= {need}"
+            )
     return out
 
 

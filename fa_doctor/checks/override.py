@@ -34,14 +34,19 @@ def shown(raw: str, limit: int = 40) -> str:
 
 def _relation(facts: Facts, version: int) -> str:
     flag = _SGLANG_FLAG.get(version)
-    text = (f"It corresponds to SGLang's `{flag}`" if flag else
-            "SGLang has no FA2 backend (FA2 is only a fallback inside its FA3 path), so no SGLang flag matches it")
+    text = (
+        f"It corresponds to SGLang's `{flag}`"
+        if flag
+        else "SGLang has no FA2 backend (FA2 is only a fallback inside its FA3 path), so no SGLang flag matches it"
+    )
     if facts.sglang is None:
         return text + "."
     if facts.sglang.reads_override:
         return text + f"; the installed SGLang {facts.sglang.version} reads {OVERRIDE} itself."
-    return (text + f". The installed SGLang {facts.sglang.version} does not read {OVERRIDE} itself: it takes effect "
-            "only where your launcher turns it into that flag.")
+    return (
+        text + f". The installed SGLang {facts.sglang.version} does not read {OVERRIDE} itself: it takes effect "
+        "only where your launcher turns it into that flag."
+    )
 
 
 def best_valid(facts: Facts, states: dict[str, ImplState]) -> int | None:
@@ -60,37 +65,68 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
     except ValueError:
         assert raw is not None
         good = best_valid(facts, states)
-        return [Finding(
-            "override.invalid", Severity.FAIL, f"{OVERRIDE} has an invalid value",
-            f"{OVERRIDE}={shown(raw)} is not one of the documented values 2, 3 or 4 (unset means auto-detection). "
-            "A launcher that passes it on ends in errors such as `ValueError: Invalid version: self.fa_impl_ver=5`.",
-            {"variable": OVERRIDE, "value": shown(raw), "valid": list(VALID)},
-            (remedies.unset_override(good), remedies.auto_detect(facts)),
-        )], None
+        return [
+            Finding(
+                "override.invalid",
+                Severity.FAIL,
+                f"{OVERRIDE} has an invalid value",
+                f"{OVERRIDE}={shown(raw)} is not one of the documented values 2, 3 or 4 (unset means auto-detection). "
+                "A launcher that passes it on ends in errors such as "
+                "`ValueError: Invalid version: self.fa_impl_ver=5`.",
+                {"variable": OVERRIDE, "value": shown(raw), "valid": list(VALID)},
+                (remedies.unset_override(good), remedies.auto_detect(facts)),
+            )
+        ], None
     if version is None:
-        reads = "" if facts.sglang is None else (
-            f" The installed SGLang {facts.sglang.version} {'reads' if facts.sglang.reads_override else 'does not read'}"
-            " it itself.")
-        return [Finding("override.unset", Severity.OK, f"{OVERRIDE} is not set: auto-detection decides",
-                        "When set to 3 or 4 it stands for SGLang's `--attention-backend fa3|fa4`." + reads,
-                        {"variable": OVERRIDE})], None
+        reads = (
+            ""
+            if facts.sglang is None
+            else (
+                f" The installed SGLang {facts.sglang.version} "
+                f"{'reads' if facts.sglang.reads_override else 'does not read'}"
+                " it itself."
+            )
+        )
+        return [
+            Finding(
+                "override.unset",
+                Severity.OK,
+                f"{OVERRIDE} is not set: auto-detection decides",
+                "When set to 3 or 4 it stands for SGLang's `--attention-backend fa3|fa4`." + reads,
+                {"variable": OVERRIDE},
+            )
+        ], None
     state, problems = implementation_for(version, facts, states)
-    evidence = {"variable": OVERRIDE, "value": raw, "implementation": state.impl.key if state else None,
-                "sglang_flag": _SGLANG_FLAG.get(version), "sglang_reads_it": facts.sglang.reads_override if facts.sglang
-                else None}
+    evidence = {
+        "variable": OVERRIDE,
+        "value": raw,
+        "implementation": state.impl.key if state else None,
+        "sglang_flag": _SGLANG_FLAG.get(version),
+        "sglang_reads_it": facts.sglang.reads_override if facts.sglang else None,
+    }
     if problems:
         good = best_valid(facts, states)
         fixes: list[Remedy] = [remedies.unset_override(good if good != version else None)]
         if state is not None and (not state.importable):
             fixes += remedies.reinstall(facts, state.impl.key)
         fixes.append(remedies.auto_detect(facts))
-        return [Finding(
-            "override.unavailable", Severity.FAIL, f"{OVERRIDE}={version} cannot work here",
-            f"FA{version} is pinned, but: " + "; ".join(problems) + ". " + _relation(facts, version),
-            {**evidence, "reasons": problems}, tuple(fixes),
-        )], version
-    return [Finding(
-        "override.active", Severity.INFO, f"{OVERRIDE}={version} pins FA{version}",
-        f"{state.impl.label if state else 'FA'} is installed and supports the visible GPUs. " + _relation(facts, version),
-        evidence,
-    )], version
+        return [
+            Finding(
+                "override.unavailable",
+                Severity.FAIL,
+                f"{OVERRIDE}={version} cannot work here",
+                f"FA{version} is pinned, but: " + "; ".join(problems) + ". " + _relation(facts, version),
+                {**evidence, "reasons": problems},
+                tuple(fixes),
+            )
+        ], version
+    return [
+        Finding(
+            "override.active",
+            Severity.INFO,
+            f"{OVERRIDE}={version} pins FA{version}",
+            f"{state.impl.label if state else 'FA'} is installed and supports the visible GPUs. "
+            + _relation(facts, version),
+            evidence,
+        )
+    ], version

@@ -29,22 +29,35 @@ def _reinstall_for(facts: Facts, normalized: str) -> tuple[Remedy, ...]:
     for impl in IMPLEMENTATIONS:
         if normalized in impl.distributions:
             return remedies.reinstall(facts, impl.key)
-    return (Remedy(f"(2) Reinstall {normalized}.", (remedies.pip(facts, "--force-reinstall", "--no-deps", normalized),)),)
+    return (
+        Remedy(f"(2) Reinstall {normalized}.", (remedies.pip(facts, "--force-reinstall", "--no-deps", normalized),)),
+    )
 
 
 def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
     found = [s for s in states.values() if s.installed]
     if not found:
-        return [Finding(
-            "package.none", Severity.FAIL, "No FlashAttention implementation is installed",
-            f"None of flash-attn, flash-attn-3, flash-attn-4, sglang-kernel, sglang or vllm is installed for "
-            f"{facts.target.executable}.",
-            {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
-            (remedies.reinstall(facts, "fa3-sgl" if facts.scan.first("sglang") else "fa4")[0],),
-        )]
+        return [
+            Finding(
+                "package.none",
+                Severity.FAIL,
+                "No FlashAttention implementation is installed",
+                f"None of flash-attn, flash-attn-3, flash-attn-4, sglang-kernel, sglang or vllm is installed for "
+                f"{facts.target.executable}.",
+                {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
+                (remedies.reinstall(facts, "fa3-sgl" if facts.scan.first("sglang") else "fa4")[0],),
+            )
+        ]
     listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in found if s.dist}
-    return [Finding("package.found", Severity.OK, "FlashAttention packages found",
-                    "; ".join(f"{k}: {v}" for k, v in listing.items()), listing)]
+    return [
+        Finding(
+            "package.found",
+            Severity.OK,
+            "FlashAttention packages found",
+            "; ".join(f"{k}: {v}" for k, v in listing.items()),
+            listing,
+        )
+    ]
 
 
 def conflicts(facts: Facts) -> list[Finding]:
@@ -63,13 +76,18 @@ def conflicts(facts: Facts) -> list[Finding]:
     out = []
     for pair, paths in by_pair.items():
         common = os.path.commonpath(paths) if len(paths) > 1 else paths[0]
-        out.append(Finding(
-            "package.conflict", Severity.FAIL, f"{' and '.join(pair)} own the same files",
-            f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: whichever was installed last "
-            "overwrote the other's copy, and uninstalling either deletes files the other needs.",
-            {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
-            (_reinstall_in_order(facts, pair),),
-        ))
+        out.append(
+            Finding(
+                "package.conflict",
+                Severity.FAIL,
+                f"{' and '.join(pair)} own the same files",
+                f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: "
+                "whichever was installed last "
+                "overwrote the other's copy, and uninstalling either deletes files the other needs.",
+                {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
+                (_reinstall_in_order(facts, pair),),
+            )
+        )
     return out
 
 
@@ -80,8 +98,10 @@ def _reinstall_in_order(facts: Facts, owners: tuple[str, ...]) -> Remedy:
     return Remedy(
         "(2) Uninstall all owners, then reinstall them one by one with the FA4 package last, so its files win "
         "(flash-attn <= 2.8.3.post1 ships an old flash_attn/cute snapshot that FA4 must overwrite).",
-        (remedies.pip_uninstall(facts, *names),
-         *(remedies.pip(facts, "--no-deps", shlex.quote(f"{n}=={v}")) for n, v in specs)),
+        (
+            remedies.pip_uninstall(facts, *names),
+            *(remedies.pip(facts, "--no-deps", shlex.quote(f"{n}=={v}")) for n, v in specs),
+        ),
     )
 
 
@@ -92,24 +112,47 @@ def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Find
             continue
         dist = state.dist
         if state.broken:
-            out.append(Finding(
-                "package.broken", Severity.FAIL, f"{state.impl.label} is installed but broken",
-                " ".join(state.broken),
-                {"implementation": state.impl.key, "distribution": dist.name, "version": dist.version,
-                 "location": dist.location, "reasons": list(state.broken)},
-                remedies.reinstall(facts, state.impl.key),
-            ))
+            out.append(
+                Finding(
+                    "package.broken",
+                    Severity.FAIL,
+                    f"{state.impl.label} is installed but broken",
+                    " ".join(state.broken),
+                    {
+                        "implementation": state.impl.key,
+                        "distribution": dist.name,
+                        "version": dist.version,
+                        "location": dist.location,
+                        "reasons": list(state.broken),
+                    },
+                    remedies.reinstall(facts, state.impl.key),
+                )
+            )
         if state.shadowed:
-            out.append(Finding(
-                "package.shadowed", Severity.FAIL, f"`import {state.spot.name}` does not load {dist.name}",
-                state.shadowed + ". Something earlier on the search path (a source checkout in the working directory, "
-                "PYTHONPATH, or another site directory) wins.",
-                {"module": state.spot.name, "resolves_to": state.spot.origin, "distribution": dist.name,
-                 "installed_at": dist.location},
-                (Remedy("Run the server from outside the source checkout, or remove the earlier copy from the path "
-                        "(check PYTHONPATH and user site-packages).", ("echo \"$PYTHONPATH\"",)),
-                 *remedies.reinstall(facts, state.impl.key)),
-            ))
+            out.append(
+                Finding(
+                    "package.shadowed",
+                    Severity.FAIL,
+                    f"`import {state.spot.name}` does not load {dist.name}",
+                    state.shadowed
+                    + ". Something earlier on the search path (a source checkout in the working directory, "
+                    "PYTHONPATH, or another site directory) wins.",
+                    {
+                        "module": state.spot.name,
+                        "resolves_to": state.spot.origin,
+                        "distribution": dist.name,
+                        "installed_at": dist.location,
+                    },
+                    (
+                        Remedy(
+                            "Run the server from outside the source checkout, or remove the earlier copy from the path "
+                            "(check PYTHONPATH and user site-packages).",
+                            ('echo "$PYTHONPATH"',),
+                        ),
+                        *remedies.reinstall(facts, state.impl.key),
+                    ),
+                )
+            )
     return out
 
 
@@ -121,18 +164,34 @@ def unmanaged(facts: Facts) -> list[Finding]:
         spot = resolve(name, facts.target.sys_path, py)
         if not spot.found or spot.origin is None:
             continue
-        owners = [d for d in facts.scan.distributions if inside(spot.origin, owner_roots(d))
-                  and (name in d.top_level or any(f.split("/", 1)[0].split(".")[0] == name for f in d.files or ()))]
+        owners = [
+            d
+            for d in facts.scan.distributions
+            if inside(spot.origin, owner_roots(d))
+            and (name in d.top_level or any(f.split("/", 1)[0].split(".")[0] == name for f in d.files or ()))
+        ]
         if owners:
             continue
-        out.append(Finding(
-            "package.unmanaged", Severity.WARN, f"`import {name}` loads files no installed distribution owns",
-            f"{name} resolves to {spot.origin}, which no distribution's metadata lists: a source checkout, a copied "
-            "folder, or what an uninstall left behind. Its version cannot be known.",
-            {"module": name, "resolves_to": spot.origin},
-            (Remedy("Remove the stray copy (or run from another directory), then reinstall the package you want.",
-                    (f"rm -rf {shlex.quote(os.path.dirname(spot.origin) if spot.kind == 'package' else spot.origin)}",)),),
-        ))
+        stray = os.path.dirname(spot.origin) if spot.kind == "package" else spot.origin
+        out.append(
+            Finding(
+                "package.unmanaged",
+                Severity.WARN,
+                f"`import {name}` loads files no installed distribution owns",
+                f"{name} resolves to {spot.origin}, which no distribution's metadata lists: "
+                "a source checkout, a copied "
+                "folder, or what an uninstall left behind. Its version cannot be known.",
+                {"module": name, "resolves_to": spot.origin},
+                (
+                    Remedy(
+                        "Remove the stray copy (or run from another directory), then reinstall the package you want.",
+                        (
+                            "rm -rf " + shlex.quote(stray),
+                        ),
+                    ),
+                ),
+            )
+        )
     return out
 
 
@@ -143,15 +202,23 @@ def duplicates(facts: Facts) -> list[Finding]:
     out = []
     for name, where in seen.items():
         if len(where) > 1 and (name in FA_DISTRIBUTIONS or family_of(name) != "other"):
-            out.append(Finding(
-                "package.duplicate", Severity.WARN, f"{name} is installed {len(where)} times",
-                f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
-                "shadowed and confuse pip.",
-                {"distribution": name, "copies": where},
-                (Remedy("Uninstall the copies you do not use (user site-packages is a common source); run it until "
-                        "pip says it is not installed, then reinstall the one you want.",
-                        (remedies.pip_uninstall(facts, name), remedies.pip(facts, "--no-deps", name))),),
-            ))
+            out.append(
+                Finding(
+                    "package.duplicate",
+                    Severity.WARN,
+                    f"{name} is installed {len(where)} times",
+                    f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
+                    "shadowed and confuse pip.",
+                    {"distribution": name, "copies": where},
+                    (
+                        Remedy(
+                            "Uninstall the copies you do not use (user site-packages is a common source); run it until "
+                            "pip says it is not installed, then reinstall the one you want.",
+                            (remedies.pip_uninstall(facts, name), remedies.pip(facts, "--no-deps", name)),
+                        ),
+                    ),
+                )
+            )
     return out
 
 
@@ -168,13 +235,28 @@ def requirements(facts: Facts) -> list[Finding]:
         severity = Severity.FAIL if missing or torch_pin else Severity.WARN
         detail = "; ".join(f"requires {r}, found {have}" for r, have in unmet)
         if torch_pin:
-            detail += (". Its compiled kernels link against that torch's C++ symbols: with another torch, import fails "
-                       "with `undefined symbol`")
-        out.append(Finding(
-            "package.requirement", severity, f"{dist.name} {dist.version}: requirements not met", detail + ".",
-            {"distribution": dist.name, "version": dist.version, "unmet": [{"requirement": r, "found": h} for r, h in unmet]},
-            (Remedy("(2) Install what it declares.", tuple(remedies.pip(facts, shlex.quote(r.split(";")[0]))
-                                                          for r, _ in unmet)),
-             *_reinstall_for(facts, dist.normalized)),
-        ))
+            detail += (
+                ". Its compiled kernels link against that torch's C++ symbols: with another torch, import fails "
+                "with `undefined symbol`"
+            )
+        out.append(
+            Finding(
+                "package.requirement",
+                severity,
+                f"{dist.name} {dist.version}: requirements not met",
+                detail + ".",
+                {
+                    "distribution": dist.name,
+                    "version": dist.version,
+                    "unmet": [{"requirement": r, "found": h} for r, h in unmet],
+                },
+                (
+                    Remedy(
+                        "(2) Install what it declares.",
+                        tuple(remedies.pip(facts, shlex.quote(r.split(";")[0])) for r, _ in unmet),
+                    ),
+                    *_reinstall_for(facts, dist.normalized),
+                ),
+            )
+        )
     return out

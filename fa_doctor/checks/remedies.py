@@ -55,10 +55,18 @@ def fa2_commands(facts: Facts) -> tuple[str, ...]:
     torch_mm = _torch_tag(facts)
     cuda = facts.torch_cuda
     abi = facts.torch.cxx11_abi if facts.torch else None
-    if torch_mm in _FA2_TORCH and cuda is not None and cuda[0] == 12 and abi is not None and facts.target.machine == "x86_64":
+    if (
+        torch_mm in _FA2_TORCH
+        and cuda is not None
+        and cuda[0] == 12
+        and abi is not None
+        and facts.target.machine == "x86_64"
+    ):
         py = facts.target.python_tag
-        wheel = (f"flash_attn-{_FA2_RELEASE}+cu12torch{torch_mm[0]}.{torch_mm[1]}cxx11abi{str(abi).upper()}"
-                 f"-{py}-{py}-linux_x86_64.whl")
+        wheel = (
+            f"flash_attn-{_FA2_RELEASE}+cu12torch{torch_mm[0]}.{torch_mm[1]}cxx11abi{str(abi).upper()}"
+            f"-{py}-{py}-linux_x86_64.whl"
+        )
         url = f"https://github.com/Dao-AILab/flash-attention/releases/download/v{_FA2_RELEASE}/{wheel}"
         return (pip(facts, "--force-reinstall", "--no-deps", url),)
     return ("MAX_JOBS=4 " + pip(facts, "--force-reinstall", "--no-deps", "--no-build-isolation", "flash-attn"),)
@@ -83,8 +91,14 @@ def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
     if key == "fa3-sgl":
         spec = _sglang_pin(facts, "sglang-kernel") or "sglang-kernel"
         dist = facts.scan.first("sglang-kernel", "sgl-kernel")
-        torch_pin = next((r.split(";")[0].replace(" ", "") for r in (dist.requires if dist else ()) if
-                          r.replace(" ", "").startswith("torch==")), None)
+        torch_pin = next(
+            (
+                r.split(";")[0].replace(" ", "")
+                for r in (dist.requires if dist else ())
+                if r.replace(" ", "").startswith("torch==")
+            ),
+            None,
+        )
         cmds = [pip(facts, "--force-reinstall", "--no-deps", spec)]
         text = "(2) Reinstall sglang-kernel (FA3 lives in sgl_kernel/flash_ops)"
         if torch_pin:
@@ -94,20 +108,38 @@ def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
             text += "; PyPI's wheel is a CUDA 13 build: CUDA 12 builds are at https://github.com/sgl-project/whl"
         return (Remedy(text + ".", tuple(cmds)),)
     if key == "fa3":
-        return (Remedy("(2) flash-attn-3 has no PyPI wheel: build it from the hopper/ directory (nvcc >= 12.3).", (
-            "git clone https://github.com/Dao-AILab/flash-attention.git",
-            "cd flash-attention/hopper && MAX_JOBS=4 " + pip(facts, "--no-build-isolation", "."),
-        )),)
+        return (
+            Remedy(
+                "(2) flash-attn-3 has no PyPI wheel: build it from the hopper/ directory (nvcc >= 12.3).",
+                (
+                    "git clone https://github.com/Dao-AILab/flash-attention.git",
+                    "cd flash-attention/hopper && MAX_JOBS=4 " + pip(facts, "--no-build-isolation", "."),
+                ),
+            ),
+        )
     if key in ("fa4", "fa4-sglang"):
         spec = _sglang_pin(facts, "flash-attn-4") or "flash-attn-4"
         extra = spec.replace("flash-attn-4", "flash-attn-4[cu13]", 1) if cuda13 else spec
         dsl = facts.scan.first("nvidia-cutlass-dsl")
         dsl_spec = f"nvidia-cutlass-dsl{'[cu13]' if cuda13 else ''}" + (f"=={dsl.version}" if dsl else "")
-        text = ("(2) Reinstall FA4 and its CuTe DSL runtime into the interpreter's own site-packages "
-                "(not with --target: the DSL's .pth file must be processed)")
-        return (Remedy(text + ".", (pip(facts, "--force-reinstall", shlex.quote(extra)),
-                                    pip(facts, "--force-reinstall", shlex.quote(dsl_spec)))),)
+        text = (
+            "(2) Reinstall FA4 and its CuTe DSL runtime into the interpreter's own site-packages "
+            "(not with --target: the DSL's .pth file must be processed)"
+        )
+        return (
+            Remedy(
+                text + ".",
+                (
+                    pip(facts, "--force-reinstall", shlex.quote(extra)),
+                    pip(facts, "--force-reinstall", shlex.quote(dsl_spec)),
+                ),
+            ),
+        )
     if key == "vllm-fa":
-        return (Remedy("(2) Reinstall vLLM: its FA kernels are built into the vllm wheel.",
-                       (pip(facts, "--force-reinstall", "--no-deps", "vllm"),)),)
+        return (
+            Remedy(
+                "(2) Reinstall vLLM: its FA kernels are built into the vllm wheel.",
+                (pip(facts, "--force-reinstall", "--no-deps", "vllm"),),
+            ),
+        )
     return ()

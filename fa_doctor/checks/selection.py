@@ -63,10 +63,12 @@ def implementation_for(version: int, facts: Facts, states: dict[str, ImplState])
     if sgl is not None:
         reasons: list[str] = []
         if version not in sgl.accepted_versions:
-            reasons.append(f"SGLang {sgl.version}'s FlashAttentionBackend accepts fa_impl_ver "
-                           f"{' and '.join(map(str, sorted(sgl.accepted_versions)))} only (it would raise "
-                           f"`ValueError: Invalid version: self.fa_impl_ver={version}`); FA2 is only a fallback inside "
-                           "its FA3 path")
+            reasons.append(
+                f"SGLang {sgl.version}'s FlashAttentionBackend accepts fa_impl_ver "
+                f"{' and '.join(map(str, sorted(sgl.accepted_versions)))} only (it would raise "
+                f"`ValueError: Invalid version: self.fa_impl_ver={version}`); FA2 is only a fallback inside "
+                "its FA3 path"
+            )
             return None, reasons
         if version == 3:
             state = states["fa3-sgl"]
@@ -74,7 +76,9 @@ def implementation_for(version: int, facts: Facts, states: dict[str, ImplState])
             state = states["fa4-sglang"] if sgl.fa4_vendored else states["fa4"]
             kernel = states["fa3-sgl"]
             if not kernel.installed:
-                reasons.append("SGLang imports sgl_kernel (merge_state_v2) even for FA4, and sglang-kernel is not installed")
+                reasons.append(
+                    "SGLang imports sgl_kernel (merge_state_v2) even for FA4, and sglang-kernel is not installed"
+                )
         return state, [*state.problems(), *reasons]
     candidates = {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])
     states_v = [states[k] for k in candidates]
@@ -103,19 +107,30 @@ def sglang_default(facts: Facts) -> tuple[str | None, str]:
         flashinfer = False
     backend = "flashinfer" if flashinfer else "triton"
     return backend, f"sm_{caps[0][0]}{caps[0][1]}: neither Hopper nor SM100, so {backend}" + (
-        "" if flashinfer else " (flashinfer is not installed)")
+        "" if flashinfer else " (flashinfer is not installed)"
+    )
 
 
-def _phase(phase: str, backend: str | None, source: str, why: str, facts: Facts,
-           states: dict[str, ImplState]) -> PhaseChoice:
+def _phase(
+    phase: str, backend: str | None, source: str, why: str, facts: Facts, states: dict[str, ImplState]
+) -> PhaseChoice:
     if backend is None:
         return PhaseChoice(phase, None, None, None, "none", why)
     version = FA_BACKENDS.get(backend)
     if version is None:
         if _NOT_SGLANG.match(backend):
-            return PhaseChoice(phase, backend, None, None, source, why,
-                               (f"`{backend}` is not an SGLang attention backend: SGLang knows fa3 and fa4 "
-                                "(and non-FA backends such as flashinfer, triton)",))
+            return PhaseChoice(
+                phase,
+                backend,
+                None,
+                None,
+                source,
+                why,
+                (
+                    f"`{backend}` is not an SGLang attention backend: SGLang knows fa3 and fa4 "
+                    "(and non-FA backends such as flashinfer, triton)",
+                ),
+            )
         return PhaseChoice(phase, backend, None, None, source, why + f"; {backend} is not FlashAttention")
     state, problems = implementation_for(version, facts, states)
     return PhaseChoice(phase, backend, version, state.impl.key if state else None, source, why, tuple(problems))
@@ -130,15 +145,24 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
             why = f"SGLANG_FLASHATTENTION_VERSION={override} pins FA{override}"
             state, problems = implementation_for(override, facts, states)
             name = f"fa{override}" if facts.sglang and override in FA_BACKENDS.values() else None
-            phases.append(PhaseChoice(phase, name, override, state.impl.key if state else None, "override", why,
-                                      tuple(problems)))
+            phases.append(
+                PhaseChoice(phase, name, override, state.impl.key if state else None, "override", why, tuple(problems))
+            )
         elif flag or flags.attention:
             chosen = flag or flags.attention
             which = f"--{phase}-attention-backend" if flag else "--attention-backend"
             phases.append(_phase(phase, chosen, "flag", f"{which} {chosen}", facts, states))
         elif flags.any and facts.sglang is not None:
-            phases.append(_phase(phase, default, "sglang-default", f"no flag for {phase}: SGLang's default, "
-                                 f"{default_why}", facts, states))
+            phases.append(
+                _phase(
+                    phase,
+                    default,
+                    "sglang-default",
+                    f"no flag for {phase}: SGLang's default, {default_why}",
+                    facts,
+                    states,
+                )
+            )
         elif facts.sglang is not None:
             phases.append(_phase(phase, default, "sglang-default", f"SGLang's default: {default_why}", facts, states))
         else:
@@ -148,14 +172,30 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
 
 def _auto(phase: str, facts: Facts, states: dict[str, ImplState]) -> PhaseChoice:
     """Without SGLang: the newest FA whose install is healthy and supports the GPU (transformers' rule)."""
-    usable = sorted((s for s in states.values() if s.usable and s.impl.key not in ("fa4-sglang", "vllm-fa")),
-                    key=lambda s: s.impl.version, reverse=True)
+    usable = sorted(
+        (s for s in states.values() if s.usable and s.impl.key not in ("fa4-sglang", "vllm-fa")),
+        key=lambda s: s.impl.version,
+        reverse=True,
+    )
     if usable:
         best = usable[0]
         gpu_note = "" if facts.capabilities else " (no GPU visible to check it against)"
-        return PhaseChoice(phase, None, best.impl.version, best.impl.key, "auto",
-                           f"auto-detection: the newest healthy FA installed is {best.impl.label}{gpu_note}")
+        return PhaseChoice(
+            phase,
+            None,
+            best.impl.version,
+            best.impl.key,
+            "auto",
+            f"auto-detection: the newest healthy FA installed is {best.impl.label}{gpu_note}",
+        )
     installed = [s for s in states.values() if s.installed and s.impl.key not in ("fa4-sglang", "vllm-fa")]
     problems = tuple(p for s in installed for p in s.problems())
-    return PhaseChoice(phase, None, None, None, "auto", "auto-detection found no usable FA implementation",
-                       problems or ("no FlashAttention implementation is installed",))
+    return PhaseChoice(
+        phase,
+        None,
+        None,
+        None,
+        "auto",
+        "auto-detection found no usable FA implementation",
+        problems or ("no FlashAttention implementation is installed",),
+    )

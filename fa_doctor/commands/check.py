@@ -37,6 +37,7 @@ class CheckOptions:
     strict: bool = False
     timeout: float = 300.0
     use_cache: bool = True
+    gpu_indices: tuple[int, ...] | None = None  # --gpus: smoke-test only these CUDA indices
     gpu_timeout: float = 10.0
     scan_timeout: float = 60.0
     env: Mapping[str, str] | None = None
@@ -76,10 +77,12 @@ def gather(options: CheckOptions, timings: dict[str, float]) -> Facts:
     timings["probe.packages"] = time.perf_counter() - t0
     # NVML gets its own timeout inside; nvidia-smi and the torch fallback run one after the other.
     thread.join(options.gpu_timeout * 2 + 70)
-    gpu_facts = gpu_box.get("v") or GpuFacts("none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"),
-                                             ("the GPU probe did not finish in time",))
-    return Facts(target, gpu_facts, installed.torch, installed.scan, environment.capture(env), installed.sglang,
-                 options.flags)
+    gpu_facts = gpu_box.get("v") or GpuFacts(
+        "none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"), ("the GPU probe did not finish in time",)
+    )
+    return Facts(
+        target, gpu_facts, installed.torch, installed.scan, environment.capture(env), installed.sglang, options.flags
+    )
 
 
 def package_rows(facts: Facts) -> list[dict[str, object]]:
@@ -92,7 +95,7 @@ def run_checks(facts: Facts, options: CheckOptions) -> tuple[list[Finding], Sele
     findings += contained("torch", lambda: gpu.check_torch(facts))
     try:
         states = assess_all(facts)
-    except Exception as exc:  # noqa: BLE001 - everything below needs it; report and stop here
+    except Exception as exc:
         return [*findings, crash_finding("inventory", exc)], None, {}
     findings += contained("packages", lambda: packages.inventory(facts, states))
     findings += contained("conflicts", lambda: packages.conflicts(facts))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fa_doctor.checks import remedies
 from fa_doctor.checks.inventory import ImplState
@@ -12,6 +12,9 @@ from fa_doctor.checks.selection import Selection
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy
 from fa_doctor.probes.gpu import GpuDevice
+
+if TYPE_CHECKING:
+    from fa_doctor.commands.check import CheckOptions
 
 # (module, calling convention) a server really loads for each implementation key.
 _API = {
@@ -43,10 +46,15 @@ def pin_for(device: GpuDevice, facts: Facts) -> str:
     return str(device.physical_index)
 
 
-def smoke_step(facts: Facts, options: Any, selection: Selection | None, states: dict[str, ImplState],
-               progress: Callable[[str], None] | None) -> tuple[list[Finding], dict[str, Any] | None]:
+def smoke_step(
+    facts: Facts,
+    options: CheckOptions,
+    selection: Selection | None,
+    states: dict[str, ImplState],
+    progress: Callable[[str], None] | None,
+) -> tuple[list[Finding], dict[str, Any] | None]:
     from fa_doctor.checks.smoke import skipped_finding, smoke_findings
-    from fa_doctor.smoke.runner import SmokeTarget, run_smoke
+    from fa_doctor.smoke.runner import SmokeTarget
 
     keys = smoke_keys(facts, selection, states, options.smoke_all)
     section: dict[str, Any] = {"implementations": keys, "results": []}
@@ -54,8 +62,8 @@ def smoke_step(facts: Facts, options: Any, selection: Selection | None, states: 
         return [skipped_finding("no FA implementation is selected or installed", require_gpu=False)], section
     if facts.torch is None:
         return [skipped_finding("torch is not installed in the target interpreter", require_gpu=False)], section
-    devices = [d for d in facts.gpus.devices if d.index in options.gpu_indices] if getattr(
-        options, "gpu_indices", None) is not None else list(facts.gpus.devices)
+    wanted = options.gpu_indices
+    devices = [d for d in facts.gpus.devices if wanted is None or d.index in wanted]
     if not devices:
         return [skipped_finding("no GPU is visible", require_gpu=options.require_gpu)], section
 
@@ -69,25 +77,39 @@ def smoke_step(facts: Facts, options: Any, selection: Selection | None, states: 
         if key == "fa4-sglang":
             module = facts.sglang.fa4_module if facts.sglang else "sglang.kernels.ops.attention.flash_attn.cute"
         target = SmokeTarget(key, module, api)
-        results: list[Any] = [None] * len(devices)
-
-        def one(slot: int, device: GpuDevice) -> None:
-            results[slot] = run_smoke(
-                facts.target.executable, target, timeout=options.timeout, use_cache=options.use_cache,
-                visible_devices=pin_for(device, facts), progress=progress if slot == 0 else None)
-
-        threads = [threading.Thread(target=one, args=(i, d), daemon=True) for i, d in enumerate(devices)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for device, result in zip(devices, results):
+        results = run_on_devices(facts, target, devices, options, progress)
+        for device, result in zip(devices, results, strict=False):
             if result is None:
                 continue
             section["results"].append({"device": device.to_dict(), **result.to_dict()})
             for f in smoke_findings(result, reinstall=reinstall):
                 findings.append(_on_device(f, device, len(devices)))
     return findings, section
+
+
+def run_on_devices(facts: Facts, target: Any, devices: list[GpuDevice], options: CheckOptions,
+                   progress: Callable[[str], None] | None) -> list[Any]:
+    """One child per device, in parallel, each pinned to its GPU with CUDA_VISIBLE_DEVICES."""
+    from fa_doctor.smoke.runner import run_smoke
+
+    results: list[Any] = [None] * len(devices)
+
+    def one(slot: int, device: GpuDevice) -> None:
+        results[slot] = run_smoke(
+            facts.target.executable,
+            target,
+            timeout=options.timeout,
+            use_cache=options.use_cache,
+            visible_devices=pin_for(device, facts),
+            progress=progress if slot == 0 else None,
+        )
+
+    threads = [threading.Thread(target=one, args=(i, d), daemon=True) for i, d in enumerate(devices)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
 
 
 def _on_device(f: Finding, device: GpuDevice, count: int) -> Finding:

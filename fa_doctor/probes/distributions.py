@@ -120,7 +120,7 @@ def _direct_url(meta_dir: str) -> tuple[str | None, str | None]:
     if url and url.startswith("file://"):
         from urllib.parse import unquote  # rare: only editable installs need it
 
-        path = unquote(url[len("file://"):].split("?", 1)[0].split("#", 1)[0])
+        path = unquote(url[len("file://") :].split("?", 1)[0].split("#", 1)[0])
     return url, path if editable else None
 
 

@@ -41,6 +41,16 @@ def listdir(path: str) -> frozenset[str]:
         return frozenset()
 
 
+@lru_cache(maxsize=4096)
+def by_stem(path: str) -> dict[str, tuple[str, ...]]:
+    """Directory entries grouped by the part before the first dot: lookups stay O(1) in big site-packages."""
+    groups: dict[str, list[str]] = {}
+    for name in listdir(path):
+        groups.setdefault(name.split(".", 1)[0], []).append(name)
+    return {k: tuple(v) for k, v in groups.items()}
+
+
+@lru_cache(maxsize=16)
 def _extension_pattern(python: tuple[int, int]) -> re.Pattern[str]:
     tag = f"{python[0]}{python[1]}"
     return re.compile(rf"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.cpython-{tag}[^.]*|\.abi3)?\.so$")
@@ -58,8 +68,8 @@ def _find_in(directory: str, leaf: str, ext: re.Pattern[str]) -> tuple[str, str]
             return "package", pkg
         if os.path.isdir(pkg):
             return "namespace", pkg
-    for n in names:
-        if n.startswith(leaf + ".") and n.endswith(".so"):
+    for n in by_stem(directory).get(leaf, ()):
+        if n.endswith(".so"):
             m = ext.match(n)
             if m and m.group("name") == leaf:
                 return "extension", os.path.join(directory, n)

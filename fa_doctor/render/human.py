@@ -8,8 +8,12 @@ from fa_doctor.finding import Finding, Severity
 from fa_doctor.report import Report
 from fa_doctor.scrub import scrub_text, scrub_tree
 
-_MARK = {Severity.OK: ("✓", "green"), Severity.INFO: ("i", "cyan"), Severity.WARN: ("!", "yellow"),
-         Severity.FAIL: ("✗", "red")}
+_MARK = {
+    Severity.OK: ("✓", "green"),
+    Severity.INFO: ("i", "cyan"),
+    Severity.WARN: ("!", "yellow"),
+    Severity.FAIL: ("✗", "red"),
+}
 _STATUS_STYLE = {"ok": "bold green", "warn": "bold yellow", "fail": "bold red"}
 
 
@@ -44,15 +48,17 @@ class HumanRenderer:
         from rich.console import Console
 
         # markup=False: library strings such as "[sm80, sm121]" or "flash-attn[cu13]" must print as they are.
-        self.console = Console(file=stream, markup=False, highlight=False, emoji=False, no_color=not color,
-                               soft_wrap=True)
+        self.console = Console(
+            file=stream, markup=False, highlight=False, emoji=False, no_color=not color, soft_wrap=True
+        )
         self.verbose = verbose
 
     def line(self, text: str, style: str | None = None, indent: int = 0) -> None:
         from rich.text import Text
 
-        self.console.print(Text(" " * indent + scrub_text(text), style=style or ""), no_wrap=True, overflow="ignore",
-                           crop=False)
+        self.console.print(
+            Text(" " * indent + scrub_text(text), style=style or ""), no_wrap=True, overflow="ignore", crop=False
+        )
 
     def finding(self, f: Finding) -> None:
         mark, style = _MARK[f.severity]
@@ -73,11 +79,14 @@ class HumanRenderer:
             return
         target = report.target or {}
         counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
-        self.line(f"fa-doctor {report.command} · {target.get('executable', '?')} (Python {target.get('version', '?')})",
-                  "bold")
+        self.line(
+            f"fa-doctor {report.command} · {target.get('executable', '?')} (Python {target.get('version', '?')})",
+            "bold",
+        )
         summary = f"{counts[Severity.FAIL]} failing, {counts[Severity.WARN]} warning(s), {counts[Severity.OK]} ok"
-        self.line(f"Status: {report.status.upper()} — {summary} (exit {report.exit_code})",
-                  _STATUS_STYLE.get(report.status))
+        self.line(
+            f"Status: {report.status.upper()} — {summary} (exit {report.exit_code})", _STATUS_STYLE.get(report.status)
+        )
         self.line(_selection_line(dict(report.selection) if report.selection else None))
         self.line(_gpu_line(report))
         self.line("")

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 @contextmanager
 def progress_to_stderr(color: bool = True) -> Iterator[Callable[[str], None]]:
     if not sys.stderr.isatty():
-        yield lambda message: (sys.stderr.write(f"fa-doctor: {message}\n"), sys.stderr.flush()) and None
+        yield lambda message: None
         return
     from rich.console import Console
 
