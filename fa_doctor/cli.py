@@ -47,6 +47,15 @@ def emit(report: Report, *, as_json: bool, verbose: bool, color: bool) -> None:
     HumanRenderer(stream, verbose=verbose, color=color).render(report)
 
 
+def _gpu_list(value: str | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 4 for p in parts):
+        raise typer.BadParameter(f"{value!r}: expected CUDA indices such as 0,2", param_hint="--gpus")
+    return tuple(dict.fromkeys(int(p) for p in parts))
+
+
 @app.command()
 def check(
     python: Optional[str] = typer.Option(
@@ -65,6 +74,9 @@ def check(
     ),
     prefill_backend: Optional[str] = typer.Option(None, "--prefill-attention-backend", metavar="NAME"),
     decode_backend: Optional[str] = typer.Option(None, "--decode-attention-backend", metavar="NAME"),
+    gpus: Optional[str] = typer.Option(
+        None, "--gpus", metavar="LIST", help="Check and smoke-test only these CUDA indices, e.g. 0,2."
+    ),
     no_color: bool = typer.Option(False, "--no-color", help="No colours (NO_COLOR is honoured too)."),
 ) -> None:
     """Diagnose the FlashAttention install of a Python environment."""
@@ -82,6 +94,7 @@ def check(
         strict=strict,
         timeout=timeout,
         use_cache=not no_cache,
+        gpu_indices=_gpu_list(gpus),
     )
     color = not no_color and "NO_COLOR" not in os.environ
     try:

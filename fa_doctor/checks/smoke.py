@@ -182,7 +182,9 @@ def _timeout(r: SmokeResult, reinstall: Reinstall) -> Finding:
     del reinstall
     during = f" (it was in {r.last_phase.replace('_', ' ')})" if r.last_phase else ""
     detail = [f"The child was killed after {r.timeout:g} s{during}."]
-    remedies = [Remedy("Allow more time for the smoke test.", (f"fa-doctor check --timeout {max(600, 2 * r.timeout):g}",))]
+    remedies = [
+        Remedy("Allow more time for the smoke test.", (f"fa-doctor check --timeout {max(600, 2 * r.timeout):g}",))
+    ]
     if r.api == "cute":
         detail.append(
             "FA4 imports in about 9 s and JIT-compiles each kernel shape on its first call (3-5 s each on an "
@@ -215,6 +217,97 @@ def _problem_evidence(p: ImportProblem | None) -> dict[str, Any]:
 
 
 def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ...]:
-    from fa_doctor.checks.smoke_remedies import cause_remedies
-
-    return cause_remedies(r, p)
+    py = shlex.quote(r.python or "python")
+    ev = dict(p.evidence) if p else {}
+    show_torch = (
+        f'{py} -c "import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)"'
+    )
+    cause = p.cause if p else "unknown"
+    if cause == "torch_abi":
+        if ev.get("abi") == "cxx11":
+            text = (
+                "Install the build whose C++ ABI matches torch: the wheel name carries cxx11abiTRUE or "
+                "cxx11abiFALSE, and must equal the last value printed below."
+            )
+        elif ev.get("abi") == "torch_version":
+            text = (
+                f"Reinstall the {r.key} build made for the installed torch {r.environment.get('torch', '')} (the "
+                "wheel name carries torchX.Y), or install the torch version the build expects."
+            )
+        else:
+            text = "The extension is incomplete or was built from mismatched sources: reinstall it from a clean build."
+        return (Remedy(text, (show_torch,)),)
+    if cause == "glibc":
+        text = (
+            f"This build needs {ev.get('requires', 'a newer glibc')}, newer than this system's (see `ldd --version`). "
+            "Use a wheel built on an older system (for FA2: 2.7.4.post1 instead of the 2.8 wheels) or build from "
+            "source here."
+        )
+        return (Remedy(text, ("ldd --version",)),)
+    if cause == "cuda_runtime":
+        lib = ev.get("library", "a CUDA library")
+        if str(lib).startswith("libcuda.so"):
+            return (
+                Remedy("Install the NVIDIA driver; `nvidia-smi` must work before any CUDA build can.", ("nvidia-smi",)),
+            )
+        return (
+            Remedy(
+                f"{lib} is missing: install the {r.key} build made for torch's CUDA version (printed below), "
+                "not one for another CUDA major.",
+                (show_torch,),
+            ),
+        )
+    if cause == "cute_dsl_missing":
+        ver = r.environment.get("nvidia-cutlass-dsl") or r.environment.get("nvidia-cutlass-dsl-libs-core")
+        remedies = []
+        if str(ev.get("module", "")).startswith("cutlass") and ver:
+            remedies.append(
+                Remedy(
+                    "The `cutlass` Python package ships in nvidia-cutlass-dsl-libs-core: reinstall it at the version "
+                    "of nvidia-cutlass-dsl.",
+                    (f"{py} -m pip install --force-reinstall --no-deps nvidia-cutlass-dsl-libs-core=={ver}",),
+                )
+            )
+        remedies.append(
+            Remedy(
+                "Install flash-attn-4 and its CuTe DSL runtime into this interpreter's own site-packages, not with "
+                "`pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on sys.path is "
+                "only read in a real site directory.",
+                (f"{py} -m pip install flash-attn-4",),
+            )
+        )
+        return tuple(remedies)
+    if cause == "no_kernel_image":
+        text = (
+            "Install a build that contains code for this GPU's architecture: FA2 2.7.4 or newer built with CUDA "
+            "12.8+ for sm_100/sm_120, FA4 (flash-attn-4) on Blackwell; FA3 runs on sm_80 and sm_90 only."
+        )
+        return (Remedy(text, ("nvidia-smi --query-gpu=name,compute_cap --format=csv",)),)
+    if cause == "gpu_too_old":
+        text = "FlashAttention needs an Ampere (sm_80) or newer GPU: use another attention backend on this GPU."
+        return (Remedy(text, ("nvidia-smi --query-gpu=name,compute_cap --format=csv",)),)
+    if cause == "driver_too_old":
+        text = "Upgrade the NVIDIA driver: `nvidia-smi` shows the driver and the highest CUDA version it supports."
+        return (Remedy(text, ("nvidia-smi",)),)
+    if cause == "no_cuda":
+        return (
+            Remedy(
+                "Install a CUDA build of torch in this interpreter and check the driver.", (show_torch, "nvidia-smi")
+            ),
+        )
+    if cause == "module_missing":
+        mod = str(ev.get("module", r.module))
+        if mod.split(".")[0] == "torch":
+            return (
+                Remedy("Install torch into the interpreter that runs the server.", (f"{py} -m pip install torch",)),
+            )
+        top = mod.split(".")[0]
+        text = (
+            f"Python cannot import '{mod}': install it into this interpreter, and do not start the server from inside "
+            "a source checkout whose folder shadows the installed package. The command shows which one is found."
+        )
+        return (Remedy(text, (f'{py} -c "import importlib.util as u; print(u.find_spec({top!r}))"',)),)
+    if cause == "sgl_kernel_fa3":
+        text = "sgl_kernel hides the real error; import its FA3 extension directly to see it."
+        return (Remedy(text, (f'{py} -c "import sgl_kernel.flash_ops"',)),)
+    return (Remedy("Run the import by hand to see the full traceback.", (f'{py} -c "import {r.module}"',)),)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from fa_doctor.checks import choice, gpu, knobs, override, packages
+from fa_doctor.checks import choice, gpu, knobs, node, override, packages
 from fa_doctor.checks.inventory import ImplState, assess_all
 from fa_doctor.checks.selection import Selection, select
 from fa_doctor.contain import Deadline, bounded, contained, crash_finding
@@ -129,13 +129,19 @@ def run_check(options: CheckOptions, progress: Progress | None = None) -> Report
         facts = gather(options, timings)
     except Deadline as exc:
         return Report("check", findings=(crash_finding("probe", exc),), strict=options.strict)
+    visible = [d.index for d in facts.gpus.devices]
+    facts, missing = node.restrict(facts, options.gpu_indices)
     findings, selection, states = run_checks(facts, options)
+    findings += contained("node", lambda: node.check_node(facts, missing, visible))
     smoke_section = None
     if options.smoke:
         from fa_doctor.commands.smoke_step import smoke_step
 
         t0 = time.perf_counter()
-        more, smoke_section = smoke_step(facts, options, selection, states, progress)
+        try:
+            more, smoke_section = smoke_step(facts, options, selection, states, progress)
+        except Exception as exc:  # contained like every check
+            more, smoke_section = [crash_finding("smoke", exc)], None
         findings += more
         timings["smoke"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - start

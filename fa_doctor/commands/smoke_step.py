@@ -6,15 +6,17 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from fa_doctor.checks import remedies
+from fa_doctor.checks import node, remedies
 from fa_doctor.checks.inventory import ImplState
 from fa_doctor.checks.selection import Selection
+from fa_doctor.contain import crash_finding
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy
 from fa_doctor.probes.gpu import GpuDevice
 
 if TYPE_CHECKING:
     from fa_doctor.commands.check import CheckOptions
+    from fa_doctor.smoke.runner import SmokeResult, SmokeTarget
 
 # (module, calling convention) a server really loads for each implementation key.
 _API = {
@@ -57,13 +59,12 @@ def smoke_step(
     from fa_doctor.smoke.runner import SmokeTarget
 
     keys = smoke_keys(facts, selection, states, options.smoke_all)
-    section: dict[str, Any] = {"implementations": keys, "results": []}
+    section: dict[str, Any] = {"implementations": keys, "results": [], "per_gpu": {}}
     if not keys:
         return [skipped_finding("no FA implementation is selected or installed", require_gpu=False)], section
     if facts.torch is None:
         return [skipped_finding("torch is not installed in the target interpreter", require_gpu=False)], section
-    wanted = options.gpu_indices
-    devices = [d for d in facts.gpus.devices if wanted is None or d.index in wanted]
+    devices = list(facts.gpus.devices)  # already restricted to --gpus
     if not devices:
         return [skipped_finding("no GPU is visible", require_gpu=options.require_gpu)], section
 
@@ -78,33 +79,54 @@ def smoke_step(
             module = facts.sglang.fa4_module if facts.sglang else "sglang.kernels.ops.attention.flash_attn.cute"
         target = SmokeTarget(key, module, api)
         results = run_on_devices(facts, target, devices, options, progress)
-        for device, result in zip(devices, results, strict=False):
-            if result is None:
+        statuses: list[tuple[GpuDevice, str]] = []
+        for device, result in zip(devices, results, strict=True):
+            if isinstance(result, Exception):
+                findings.append(_on_device(crash_finding("smoke", result), device, len(devices)))
+                statuses.append((device, "crashed"))
                 continue
             section["results"].append({"device": device.to_dict(), **result.to_dict()})
+            statuses.append((device, result.status))
             for f in smoke_findings(result, reinstall=reinstall):
                 findings.append(_on_device(f, device, len(devices)))
+        section["per_gpu"][key] = {str(d.index): s for d, s in statuses}
+        findings += node.compare_smoke(key, statuses)
     return findings, section
 
 
-def run_on_devices(facts: Facts, target: Any, devices: list[GpuDevice], options: CheckOptions,
-                   progress: Callable[[str], None] | None) -> list[Any]:
-    """One child per device, in parallel, each pinned to its GPU with CUDA_VISIBLE_DEVICES."""
+def run_on_devices(
+    facts: Facts,
+    target: SmokeTarget,
+    devices: list[GpuDevice],
+    options: CheckOptions,
+    progress: Callable[[str], None] | None,
+) -> list[SmokeResult | Exception]:
+    """One child per device, each pinned to its GPU with CUDA_VISIBLE_DEVICES, in parallel.
+
+    FA4 with its compile cache: the first device compiles alone, the others then start warm together, instead of
+    N children compiling the same kernels at once and racing on the cache folder.
+    """
     from fa_doctor.smoke.runner import run_smoke
 
-    results: list[Any] = [None] * len(devices)
+    results: list[SmokeResult | Exception] = [RuntimeError("the smoke runner did not return")] * len(devices)
 
     def one(slot: int, device: GpuDevice) -> None:
-        results[slot] = run_smoke(
-            facts.target.executable,
-            target,
-            timeout=options.timeout,
-            use_cache=options.use_cache,
-            visible_devices=pin_for(device, facts),
-            progress=progress if slot == 0 else None,
-        )
+        try:
+            results[slot] = run_smoke(
+                facts.target.executable,
+                target,
+                timeout=options.timeout,
+                use_cache=options.use_cache,
+                visible_devices=pin_for(device, facts),
+                progress=progress if slot == 0 else None,
+            )
+        except Exception as exc:  # becomes an internal.check_crashed finding for this GPU
+            results[slot] = exc
 
-    threads = [threading.Thread(target=one, args=(i, d), daemon=True) for i, d in enumerate(devices)]
+    order = list(enumerate(devices))
+    if target.api == "cute" and options.use_cache and len(order) > 1:
+        one(*order.pop(0))
+    threads = [threading.Thread(target=one, args=pair, daemon=True) for pair in order]
     for t in threads:
         t.start()
     for t in threads:
