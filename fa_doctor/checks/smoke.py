@@ -16,6 +16,31 @@ from fa_doctor.smoke.classify import ImportProblem
 
 Reinstall = Callable[[str, ImportProblem | None], tuple[Remedy, ...]]
 _STDERR_LINES = 12
+_GPU_ARCH = "nvidia-smi --query-gpu=name,compute_cap --format=csv"
+# Causes whose remedy needs nothing but the interpreter's path ({py}).
+_SIMPLE: dict[str, tuple[str, tuple[str, ...]]] = {
+    "no_kernel_image": (
+        "Install a build that contains code for this GPU's architecture: FA2 2.7.4 or newer built with CUDA 12.8+ "
+        "for sm_100/sm_120, FA4 (flash-attn-4) on Blackwell; FA3 runs on sm_80 and sm_90 only.",
+        (_GPU_ARCH,),
+    ),
+    "gpu_too_old": (
+        "FlashAttention needs an Ampere (sm_80) or newer GPU: use another attention backend on this GPU.",
+        (_GPU_ARCH,),
+    ),
+    "driver_too_old": (
+        "Upgrade the NVIDIA driver: `nvidia-smi` shows the driver and the highest CUDA version it supports.",
+        ("nvidia-smi",),
+    ),
+    "no_cuda": (
+        "Install a CUDA build of torch (not +cpu) in this interpreter and check that the driver works.",
+        ('{py} -c "import torch; print(torch.__version__, torch.cuda.is_available())"', "nvidia-smi"),
+    ),
+    "sgl_kernel_fa3": (
+        "sgl_kernel hides the real error; import its FA3 extension directly to see it.",
+        ('{py} -c "import sgl_kernel.flash_ops"',),
+    ),
+}
 
 
 def smoke_findings(result: SmokeResult, *, reinstall: Reinstall) -> list[Finding]:
@@ -48,25 +73,14 @@ def skipped_finding(reason: str, *, require_gpu: bool) -> Finding:
     )
 
 
+# Left out of evidence: the key and phases are rewritten, the error is spread into its own fields, and the
+# output tails are long (the crash finding adds the stderr lines that matter).
+_OMIT = frozenset({"key", "phases", "error", "stdout_tail", "stderr_tail"})
+
+
 def _evidence(r: SmokeResult, **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "implementation": r.key,
-        "module": r.module,
-        "api": r.api,
-        "status": r.status,
-        "python": r.python,
-        "phases": {k: round(v, 3) for k, v in r.phases.items()},
-        "cases": [c.to_dict() for c in r.cases],
-        "warnings": list(r.warnings),
-        "module_file": r.module_file,
-        "flash_attn_origin": r.flash_attn_origin,
-        "device_name": r.device_name,
-        "visible_devices": r.visible_devices,
-        "cache_dir": r.cache_dir,
-        "environment": dict(r.environment),
-    }
-    out.update(extra)
-    return out
+    doc = {k: v for k, v in r.to_dict().items() if k not in _OMIT}
+    return {"implementation": r.key, "phases": {k: round(v, 3) for k, v in r.phases.items()}, **doc, **extra}
 
 
 def _timings(r: SmokeResult) -> str:
@@ -94,7 +108,8 @@ def _passed(r: SmokeResult, reinstall: Reinstall) -> Finding:
     del reinstall
     lines = [*_case_lines(r, only_bad=False), _timings(r)]
     if r.warnings:
-        lines.append(f"{len(r.warnings)} warning(s) on first use, recorded but harmless: {r.warnings[0]}")
+        first = r.warnings[0] if len(r.warnings[0]) <= 160 else r.warnings[0][:157] + "..."
+        lines.append(f"{len(r.warnings)} warning(s) on first use, recorded but harmless: {first}")
     where = f" on {r.device_name}" if r.device_name else ""
     return Finding(
         id="smoke.passed",
@@ -127,10 +142,14 @@ def _failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
     p = r.error
     message = p.message if p else "the FA call failed"
     detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ())), _timings(r)]
+    if p is not None and p.evidence.get("stage") == "device":
+        title = f"{r.key}: no kernel could run: {p.summary}"  # the child's torch sees no GPU
+    else:
+        title = f"{r.key}: the FA kernel call raised {message.splitlines()[0][:160]}"
     return Finding(
         id="smoke.failed",
         severity=Severity.FAIL,
-        title=f"{r.key}: the FA kernel call raised {message.splitlines()[0][:160]}",
+        title=title,
         detail="\n".join(line for line in detail if line),
         evidence=_evidence(r, **_problem_evidence(p)),
         remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
@@ -277,24 +296,9 @@ def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ..
             )
         )
         return tuple(remedies)
-    if cause == "no_kernel_image":
-        text = (
-            "Install a build that contains code for this GPU's architecture: FA2 2.7.4 or newer built with CUDA "
-            "12.8+ for sm_100/sm_120, FA4 (flash-attn-4) on Blackwell; FA3 runs on sm_80 and sm_90 only."
-        )
-        return (Remedy(text, ("nvidia-smi --query-gpu=name,compute_cap --format=csv",)),)
-    if cause == "gpu_too_old":
-        text = "FlashAttention needs an Ampere (sm_80) or newer GPU: use another attention backend on this GPU."
-        return (Remedy(text, ("nvidia-smi --query-gpu=name,compute_cap --format=csv",)),)
-    if cause == "driver_too_old":
-        text = "Upgrade the NVIDIA driver: `nvidia-smi` shows the driver and the highest CUDA version it supports."
-        return (Remedy(text, ("nvidia-smi",)),)
-    if cause == "no_cuda":
-        return (
-            Remedy(
-                "Install a CUDA build of torch in this interpreter and check the driver.", (show_torch, "nvidia-smi")
-            ),
-        )
+    if cause in _SIMPLE:
+        text, commands = _SIMPLE[cause]
+        return (Remedy(text, tuple(c.format(py=py) for c in commands)),)
     if cause == "module_missing":
         mod = str(ev.get("module", r.module))
         if mod.split(".")[0] == "torch":
@@ -307,7 +311,4 @@ def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ..
             "a source checkout whose folder shadows the installed package. The command shows which one is found."
         )
         return (Remedy(text, (f'{py} -c "import importlib.util as u; print(u.find_spec({top!r}))"',)),)
-    if cause == "sgl_kernel_fa3":
-        text = "sgl_kernel hides the real error; import its FA3 extension directly to see it."
-        return (Remedy(text, (f'{py} -c "import sgl_kernel.flash_ops"',)),)
     return (Remedy("Run the import by hand to see the full traceback.", (f'{py} -c "import {r.module}"',)),)

@@ -1,0 +1,281 @@
+"""Standalone smoke-test child: run a few tiny FlashAttention calls and compare them with an fp32 reference.
+
+Run as `python -c <this source> <json config>` in the *target* interpreter, which may not have fa_doctor:
+only the standard library and torch are used. Results go as JSON lines to the pipe fd named in the config,
+so a C library that writes to stdout/stderr cannot corrupt them and every line written before a crash
+survives. The parent (fa_doctor.smoke.runner) owns timeouts and classification.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import importlib
+import json
+import math
+import os
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+_MAX_WARNINGS = 20
+_MAX_TEXT = 4000
+
+
+class Channel:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def emit(self, event: str, **fields: Any) -> None:
+        line = json.dumps({"event": event, "t": time.perf_counter(), **fields}, default=str) + "\n"
+        data = line.encode("utf-8", "replace")
+        # One os.write per line and no buffering: a crash right after still leaves complete lines behind.
+        while data:
+            data = data[os.write(self.fd, data) :]
+
+
+def describe(exc: BaseException) -> dict[str, Any]:
+    """Type, message, the whole __cause__/__context__ chain and the traceback's last lines."""
+    chain: list[str] = []
+    seen = {id(exc)}
+    link = exc.__cause__ or exc.__context__
+    # The context is kept even when suppressed ("raise ... from None"): that is where bare excepts hide the cause.
+    while link is not None and id(link) not in seen and len(chain) < 10:
+        seen.add(id(link))
+        chain.append(f"{type(link).__name__}: {link}"[:_MAX_TEXT])
+        link = link.__cause__ or link.__context__
+    lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).splitlines()
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:_MAX_TEXT],
+        "chain": chain,
+        "traceback": "\n".join(lines[-15:])[-_MAX_TEXT:],
+    }
+
+
+def record_warnings(channel: Channel, caught: list[warnings.WarningMessage], seen: set[str]) -> None:
+    for w in caught:
+        # Once per place, as Python's "default" action does: the CuTe DSL warns again for every kernel it compiles.
+        place = f"{w.category.__name__}:{w.filename}:{w.lineno}"
+        if place not in seen and len(seen) < _MAX_WARNINGS:
+            seen.add(place)
+            text = f"{w.category.__name__}: {w.message}"[:500]
+            channel.emit("warning", text=f"{text} ({os.path.basename(w.filename)}:{w.lineno})")
+
+
+@contextlib.contextmanager
+def watch_warnings() -> Iterator[list[warnings.WarningMessage]]:
+    """Record what a user would see: every warning except the deprecation notes Python hides by default."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for category in (DeprecationWarning, PendingDeprecationWarning):
+            warnings.filterwarnings("ignore", category=category)
+        yield caught
+
+
+def module_origin(name: str) -> str | None:
+    mod = sys.modules.get(name)
+    if mod is None:
+        return None
+    file = getattr(mod, "__file__", None)
+    if file:
+        return str(file)
+    # vLLM's synthetic flash_attn module and namespace packages have no __file__, only a __path__.
+    return "__path__=" + json.dumps([str(p) for p in getattr(mod, "__path__", [])])
+
+
+def dist_versions(names: list[str]) -> dict[str, str]:
+    from importlib import metadata
+
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except Exception:  # absent or broken metadata is just "unknown"
+            continue
+    return found
+
+
+def attend(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
+    """fp32 softmax(QK^T * scale + mask) V for one sequence; q (Lq, H, D), k/v (Lk, Hk, D)."""
+    import torch
+
+    groups = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(groups, dim=1)
+    v = v.repeat_interleave(groups, dim=1)
+    scores = torch.einsum("qhd,khd->hqk", q, k) * scale
+    if causal:
+        lq, lk = q.shape[0], k.shape[0]
+        # Bottom-right alignment, as FlashAttention does: the last query sees every key.
+        rows = torch.arange(lq).unsqueeze(1)
+        cols = torch.arange(lk).unsqueeze(0)
+        scores = scores.masked_fill(cols > rows + (lk - lq), float("-inf"))
+    return torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v)
+
+
+class Case:
+    """Inputs built on the CPU from a fixed seed, so the same case gives the same tensors on any device."""
+
+    def __init__(self, spec: dict[str, Any], device: str, index: int, seed: int) -> None:
+        import torch
+
+        self.spec = spec
+        self.device = device
+        dtype = getattr(torch, spec["dtype"])
+        d, h, hk = int(spec["head_dim"]), int(spec["heads"]), int(spec["kv_heads"])
+        self.scale = 1.0 / math.sqrt(d)
+        self.causal = bool(spec["causal"])
+        gen = torch.Generator().manual_seed(seed + index)
+
+        def rand(*shape: int) -> Any:
+            return torch.randn(*shape, generator=gen, dtype=torch.float32).to(dtype)
+
+        self.lens = [int(n) for n in spec["seqlens"]]
+        if spec["function"] == "flash_attn_with_kvcache":
+            batch, cache = len(self.lens), int(spec["cache_len"])
+            self.q, self.k, self.v = rand(batch, 1, h, d), rand(batch, cache, hk, d), rand(batch, cache, hk, d)
+        else:
+            total = sum(self.lens)
+            self.q, self.k, self.v = rand(total, h, d), rand(total, hk, d), rand(total, hk, d)
+
+    def call(self, mod: Any) -> tuple[Any, float]:
+        import torch
+
+        fn = getattr(mod, self.spec["function"], None)
+        if fn is None:
+            raise AttributeError(f"module {mod.__name__!r} has no attribute {self.spec['function']!r}")
+        dev = self.device
+        q, k, v = self.q.to(dev), self.k.to(dev), self.v.to(dev)
+        lens = torch.tensor(self.lens, dtype=torch.int32)
+        if self.spec["function"] == "flash_attn_with_kvcache":
+            kwargs: dict[str, Any] = {"q": q, "k_cache": k, "v_cache": v, "cache_seqlens": lens.to(dev)}
+        else:
+            cu = torch.cat([torch.zeros(1, dtype=torch.int32), lens.cumsum(0).to(torch.int32)]).to(dev)
+            kwargs = {"q": q, "k": k, "v": v, "cu_seqlens_q": cu, "cu_seqlens_k": cu}
+            kwargs.update(max_seqlen_q=max(self.lens), max_seqlen_k=max(self.lens))
+        start = time.perf_counter()
+        # Keywords only: positional orders differ between FA2, FA3, FA4 and vLLM's fork.
+        r = fn(**kwargs, softmax_scale=self.scale, causal=self.causal)
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        out = r[0] if isinstance(r, tuple) else r
+        return out, seconds
+
+    def reference(self) -> Any:
+        import torch
+
+        q, k, v = self.q.float(), self.k.float(), self.v.float()
+        if self.spec["function"] == "flash_attn_with_kvcache":
+            # The single decode query sees keys [0, cache_seqlen) of its own row.
+            parts = [attend(q[b], k[b, :n], v[b, :n], self.scale, self.causal) for b, n in enumerate(self.lens)]
+            return torch.stack(parts)
+        parts, start = [], 0
+        for n in self.lens:
+            parts.append(
+                attend(q[start : start + n], k[start : start + n], v[start : start + n], self.scale, self.causal)
+            )
+            start += n
+        return torch.cat(parts)
+
+    def compare(self, out: Any) -> dict[str, Any]:
+        import torch
+
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != tuple(self.q.shape):
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            return {"max_abs_err": None, "problem": f"unexpected output {shape}, expected shape {tuple(self.q.shape)}"}
+        got = out.detach().float().cpu()
+        bad = int((~torch.isfinite(got)).sum())
+        if bad:
+            return {"max_abs_err": None, "problem": f"output contains {bad} non-finite values (NaN/Inf)"}
+        return {"max_abs_err": float((got - self.reference()).abs().max()), "problem": None}
+
+
+def run_case(channel: Channel, mod: Any, case: Case, seen: set[str]) -> dict[str, Any]:
+    with watch_warnings() as caught:
+        try:
+            out, seconds = case.call(mod)
+        except Exception as exc:  # the call's failure is the data we report
+            record_warnings(channel, caught, seen)
+            return {"name": case.spec["name"], "error": describe(exc)}
+    record_warnings(channel, caught, seen)
+    return {"name": case.spec["name"], "seconds": seconds, "error": None, "out": out}
+
+
+def finish_case(channel: Channel, case: Case, result: dict[str, Any]) -> None:
+    out = result.pop("out", None)
+    if result["error"] is None:
+        try:
+            result.update(case.compare(out))
+        except Exception as exc:  # a reference failure is reported, not raised
+            result.update(max_abs_err=None, problem=f"reference check failed: {type(exc).__name__}: {exc}")
+    channel.emit("case", **result)
+
+
+def main(config: dict[str, Any]) -> None:
+    channel = Channel(int(config["fd"]))
+    # Grandchildren (compilers, helpers) must not hold the result pipe open after we exit.
+    os.set_inheritable(channel.fd, False)
+    channel.emit("phase", name="import", state="start")
+    channel.emit("phase", name="import_torch", state="start")
+    try:
+        import torch
+    except BaseException as exc:  # the import failure is the result
+        channel.emit("import_error", stage="torch", **describe(exc))
+        return
+    channel.emit("phase", name="import_torch", state="end")
+    env = {"torch": str(torch.__version__), "torch_cuda": str(torch.version.cuda)}
+    env["cxx11abi"] = str(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", "unknown"))
+    seen: set[str] = set()
+    module = str(config["module"])
+    with watch_warnings() as caught:
+        try:
+            mod = importlib.import_module(module)
+        except BaseException as exc:  # including SystemExit raised by a broken package
+            record_warnings(channel, caught, seen)
+            env.update(dist_versions(list(config.get("dists", []))))
+            channel.emit("info", environment=env, flash_attn_origin=module_origin("flash_attn"))
+            channel.emit("import_error", stage="module", **describe(exc))
+            return
+    record_warnings(channel, caught, seen)
+    channel.emit("phase", name="import", state="end")
+    channel.emit(
+        "info", environment=env, module_file=module_origin(module), flash_attn_origin=module_origin("flash_attn")
+    )
+    device = str(config["device"])
+    if device.startswith("cuda"):
+        channel.emit("phase", name="device", state="start")
+        if not torch.cuda.is_available():
+            msg = f"torch.cuda.is_available() is False (torch {torch.__version__}, CUDA {torch.version.cuda})"
+            channel.emit("fatal", type="RuntimeError", message=msg, chain=[], traceback="", stage="device")
+            return
+        channel.emit("info", device_name=torch.cuda.get_device_name(0))
+        channel.emit("phase", name="device", state="end")
+    cases = [Case(spec, device, i, int(config.get("seed", 0))) for i, spec in enumerate(config["cases"])]
+    channel.emit("phase", name="first_call", state="start")
+    first = run_case(channel, mod, cases[0], seen)
+    channel.emit("phase", name="first_call", state="end")
+    channel.emit("phase", name="check", state="start")
+    finish_case(channel, cases[0], first)
+    for case in cases[1:]:
+        finish_case(channel, case, run_case(channel, mod, case, seen))
+    channel.emit("phase", name="check", state="end")
+    channel.emit("done")
+
+
+if __name__ == "__main__":
+    faulthandler.enable()
+    try:
+        main(json.loads(sys.argv[1]))
+    except BaseException as exc:  # a harness bug must still reach the parent as data
+        try:
+            Channel(int(json.loads(sys.argv[1])["fd"])).emit("fatal", **describe(exc))
+        except Exception:  # nowhere left to report; stderr has the traceback
+            traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter and CUDA teardown: it can hang or crash after the results are complete.
+    os._exit(0)

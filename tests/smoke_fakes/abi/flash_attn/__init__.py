@@ -1,0 +1,3 @@
+"""Fake FA2 whose compiled extension was built against another torch (the tests compile it with gcc)."""
+
+import flash_attn_2_cuda  # noqa: F401
