@@ -96,15 +96,23 @@ class FakeEnv:
         }
         self.dist("torch", version.split("+")[0], files, top_level=["torch"])
 
-    def cutlass_dsl(self, *, core: bool = True, pth: bool = True) -> None:
+    def cutlass_dsl(self, *, core: bool = True, pth: bool = True, cuda_libs: tuple[str, ...] = ("cu13",)) -> None:
         """FA4's CuTe DSL runtime as its wheels lay it out: cutlass under dsl_packages, put on the path by a .pth."""
         pkgs = "nvidia_cutlass_dsl/dsl_packages"
         self.dist(
             "nvidia-cutlass-dsl",
             "4.8.1",
             {"nvidia_cutlass_dsl_packages.pth": f"./{pkgs}\n"} if pth else {},
-            requires=["nvidia-cutlass-dsl-libs-base==4.8.1"],
+            requires=[
+                "nvidia-cutlass-dsl-libs-base==4.8.1",
+                "nvidia-cutlass-dsl-libs-cu12==4.8.1",
+                'nvidia-cutlass-dsl-libs-cu13==4.8.1; extra == "cu13"',
+            ],
         )
+        for cu in cuda_libs:  # installed with [cu13], pip puts libs-cu13 where the default would be libs-cu12
+            self.dist(
+                f"nvidia-cutlass-dsl-libs-{cu}", "4.8.1", {f"nvidia_cutlass_dsl/{cu}/lib/libcute_dsl_runtime.so": ""}
+            )
         self.dist(
             "nvidia-cutlass-dsl-libs-base",
             "4.8.1",

@@ -136,3 +136,18 @@ def test_real_fixture_metadata_is_read(cli: Any, fenv: FakeEnv) -> None:
     pkgs = {p["distribution"]: p["version"] for p in run.doc["packages"]}
     assert pkgs["sglang-kernel"] == "0.4.10"
     assert "torch==2.14.1" in run.finding("package.requirement")["detail"]
+
+
+def test_cute_dsl_installed_with_cu13_extra_is_not_a_requirement_problem(cli: Any, fenv: FakeEnv) -> None:
+    """Seen on the H200: `nvidia-cutlass-dsl[cu13]` has libs-cu13 where the plain metapackage asks for libs-cu12."""
+    fenv.torch()
+    fenv.fa4()
+    assert "package.requirement" not in check(cli, fenv).ids()
+
+
+def test_cute_dsl_without_any_cuda_libs_is_broken(cli: Any, fenv: FakeEnv) -> None:
+    fenv.torch()
+    fenv.cutlass_dsl(cuda_libs=())
+    fenv.fixture("flash_attn_4-4.0.0b36.dist-info")
+    detail = check(cli, fenv).finding("package.broken")["detail"]
+    assert "neither nvidia-cutlass-dsl-libs-cu12 nor -libs-cu13" in detail

@@ -95,15 +95,22 @@ def test_one_child_per_gpu_pinned_and_parallel(fa4: FakeEnv, tmp_path: Path, mon
         with lock:
             calls.append((kw["visible_devices"], start, time.monotonic()))
         status = "crashed" if kw["visible_devices"] == "GPU-00000003-0000-4000-8000-000000000000" else "passed"
-        return runner.SmokeResult(target.key, target.module, target.api, status, signal="SIGSEGV" if
-                                  status == "crashed" else None, visible_devices=kw["visible_devices"])
+        return runner.SmokeResult(
+            target.key,
+            target.module,
+            target.api,
+            status,
+            signal="SIGSEGV" if status == "crashed" else None,
+            visible_devices=kw["visible_devices"],
+        )
 
     monkeypatch.setattr(runner, "run_smoke", fake_run)
     target = runner.SmokeTarget("fa4", "flash_attn.cute", "cute")
     devices = list(facts.gpus.devices)
     results = smoke_step.run_on_devices(facts, target, devices, CheckOptions(), None)
     assert [r.visible_devices for r in results if isinstance(r, runner.SmokeResult)] == [
-        f"GPU-{i:08d}-0000-4000-8000-000000000000" for i in range(4)]
+        f"GPU-{i:08d}-0000-4000-8000-000000000000" for i in range(4)
+    ]
     first_end = min(end for pin, _, end in calls if pin and pin.startswith("GPU-00000000"))
     rest = [(s, e) for pin, s, e in calls if pin and not pin.startswith("GPU-00000000")]
     assert all(s >= first_end for s, _ in rest)  # cache warmed by GPU 0 first
@@ -113,9 +120,18 @@ def test_one_child_per_gpu_pinned_and_parallel(fa4: FakeEnv, tmp_path: Path, mon
 def test_smoke_step_reports_per_gpu(fa4: FakeEnv, tmp_path: Path, monkeypatch: Any) -> None:
     for key, value in gpu_env(tmp_path, *H200S[:2]).items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setattr(runner, "run_smoke", lambda python, target, **kw: runner.SmokeResult(
-        target.key, target.module, target.api, "passed" if kw["visible_devices"].startswith("GPU-00000000") else
-        "timeout", timeout=kw["timeout"], visible_devices=kw["visible_devices"]))
+    monkeypatch.setattr(
+        runner,
+        "run_smoke",
+        lambda python, target, **kw: runner.SmokeResult(
+            target.key,
+            target.module,
+            target.api,
+            "passed" if kw["visible_devices"].startswith("GPU-00000000") else "timeout",
+            timeout=kw["timeout"],
+            visible_devices=kw["visible_devices"],
+        ),
+    )
     from fa_doctor.commands.check import run_check
 
     report = run_check(CheckOptions(python=fa4.python, timeout=5))
@@ -123,3 +139,17 @@ def test_smoke_step_reports_per_gpu(fa4: FakeEnv, tmp_path: Path, monkeypatch: A
     assert "smoke.inconsistent" in ids and "smoke.timeout" in ids
     assert report.smoke is not None and report.smoke["per_gpu"] == {"fa4": {"0": "passed", "1": "timeout"}}
     assert any(f.title.startswith("GPU 1: ") for f in report.findings if f.id == "smoke.timeout")
+
+
+def test_broken_installs_are_still_smoke_tested(fenv: FakeEnv, tmp_path: Path, monkeypatch: Any) -> None:
+    """Nothing usable selected: the installed FA4 is run anyway, so its import error shows up (import.failed)."""
+    fenv.torch()
+    fenv.fa4(core=False)
+    for key, value in gpu_env(tmp_path, H200S[0]).items():
+        monkeypatch.setenv(key, value)
+    from fa_doctor.checks.inventory import assess_all
+    from fa_doctor.checks.selection import select
+
+    facts = gather(CheckOptions(python=fenv.python), {})
+    states = assess_all(facts)
+    assert smoke_step.smoke_keys(facts, select(facts, states, None), states, every=False) == ["fa4"]

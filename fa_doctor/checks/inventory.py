@@ -132,6 +132,11 @@ def _cute_runtime_problems(facts: Facts) -> list[str]:
     out: list[str] = []
     py = facts.target.version[:2]
     path = facts.target.sys_path
+    if facts.scan.first("nvidia-cutlass-dsl-libs-core") and not facts.scan.named(
+        "nvidia-cutlass-dsl-libs-cu12", "nvidia-cutlass-dsl-libs-cu13"
+    ):
+        # The metapackage pulls libs-cu12 by default and libs-cu13 with [cu13]: one of them must be there.
+        out.append("neither nvidia-cutlass-dsl-libs-cu12 nor -libs-cu13 is installed: the CuTe DSL has no CUDA runtime")
     cute = resolve("cutlass.cute", path, (py[0], py[1]))
     if cute.found:
         return out
@@ -199,8 +204,8 @@ def _assess(impl: Implementation, facts: Facts) -> ImplState:
                     f"compiled module {native} is missing (the CUDA build of {dist.name} was skipped or removed)"
                 )
         if impl.key == "fa3" and (
-                not any(_native_present(None, n, py, path) for n in ("flash_attn_3_cuda", "flashattn_hopper_cuda"))
-                and not resolve("flash_attn_3._C", path, py).found
+            not any(_native_present(None, n, py, path) for n in ("flash_attn_3_cuda", "flashattn_hopper_cuda"))
+            and not resolve("flash_attn_3._C", path, py).found
         ):
             broken.append("compiled module flash_attn_3._C (or flash_attn_3_cuda) is missing")
     if impl.version == 4 and (dist is not None or impl is FA4_SGLANG):

@@ -20,7 +20,6 @@ _CHECKED_REQUIREMENTS = {
     "flash-attn-cute": None,
     "sglang-kernel": ("torch",),
     "sgl-kernel": ("torch",),
-    "nvidia-cutlass-dsl": None,
     "sglang": ("sglang-kernel", "flash-attn-4", "torch"),
 }
 
@@ -185,9 +184,7 @@ def unmanaged(facts: Facts) -> list[Finding]:
                 (
                     Remedy(
                         "Remove the stray copy (or run from another directory), then reinstall the package you want.",
-                        (
-                            "rm -rf " + shlex.quote(stray),
-                        ),
+                        ("rm -rf " + shlex.quote(stray),),
                     ),
                 ),
             )

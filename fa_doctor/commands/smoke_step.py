@@ -33,6 +33,9 @@ def smoke_keys(facts: Facts, selection: Selection | None, states: dict[str, Impl
     if every:
         return [k for k, s in states.items() if s.installed and (k != "fa4-sglang" or s.spot.found)]
     keys = [p.implementation for p in (selection.phases if selection else ()) if p.implementation and p.version]
+    if not keys and selection is not None and selection.prefill.source == "auto":
+        # Nothing usable was selected, but what is installed still gets run: its import error is the diagnosis.
+        return smoke_keys(facts, selection, states, every=True)
     return list(dict.fromkeys(k for k in keys if k is not None))
 
 

@@ -56,8 +56,12 @@ class HumanRenderer:
     def line(self, text: str, style: str | None = None, indent: int = 0) -> None:
         from rich.text import Text
 
+        pad = " " * indent
         self.console.print(
-            Text(" " * indent + scrub_text(text), style=style or ""), no_wrap=True, overflow="ignore", crop=False
+            Text(pad + scrub_text(text).replace("\n", "\n" + pad), style=style or ""),
+            no_wrap=True,
+            overflow="ignore",
+            crop=False,
         )
 
     def finding(self, f: Finding) -> None:
