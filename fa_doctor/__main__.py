@@ -1,3 +1,3 @@
-from fa_doctor.cli import main
+from fa_doctor.entry import main
 
 main()

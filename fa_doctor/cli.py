@@ -58,6 +58,7 @@ def _gpu_list(value: str | None) -> tuple[int, ...] | None:
 
 @app.command()
 def check(
+    ctx: typer.Context,
     python: Optional[str] = typer.Option(
         None, "--python", metavar="PATH", help="Interpreter the server runs with (default: this one)."
     ),
@@ -80,9 +81,14 @@ def check(
     no_color: bool = typer.Option(False, "--no-color", help="No colours (NO_COLOR is honoured too)."),
 ) -> None:
     """Diagnose the FlashAttention install of a Python environment."""
+    from fa_doctor.probes.target import TargetError, TargetProbe
+
+    wanted = python or sys.executable
+    early = (ctx.obj or {}).get("early_target") if isinstance(ctx.obj, dict) else None
+    # fa_doctor.entry started it before typer loaded; otherwise start it now, overlapping the imports below.
+    pending = early if isinstance(early, TargetProbe) and early.python == wanted else TargetProbe(wanted)
     from fa_doctor.commands.check import CheckOptions, run_check
     from fa_doctor.facts import BackendFlags
-    from fa_doctor.probes.target import TargetError
     from fa_doctor.render.progress import progress_to_stderr
 
     options = CheckOptions(
@@ -99,19 +105,20 @@ def check(
     color = not no_color and "NO_COLOR" not in os.environ
     try:
         with progress_to_stderr(color=color) as progress:
-            report = run_check(options, progress)
+            report = run_check(options, progress, pending)
     except TargetError as exc:
         report = error_report("check", str(exc))
     emit(report, as_json=as_json, verbose=verbose, color=color)
     raise typer.Exit(report.exit_code)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: no traceback reaches the user, and --json always gets one JSON document."""
+def main(argv: list[str] | None = None, early: object = None) -> None:
+    """No traceback reaches the user, and --json always gets one JSON document. `early`: a TargetProbe already
+    started by fa_doctor.entry."""
     args = sys.argv[1:] if argv is None else argv
     as_json = "--json" in args
     try:
-        code = app(args=args, prog_name="fa-doctor", standalone_mode=False)
+        code = app(args=args, prog_name="fa-doctor", standalone_mode=False, obj={"early_target": early})
     except KeyboardInterrupt:
         sys.stderr.write("fa-doctor: interrupted\n")
         sys.exit(130)

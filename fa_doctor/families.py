@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 def normalize(name: str) -> str:
     """PEP 503 name normalisation: `Flash_Attn.4` and `flash-attn-4` are the same distribution."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    out = name.lower().replace("_", "-").replace(".", "-")
+    return re.sub(r"-{2,}", "-", out) if "--" in out else out  # the scan calls this once per distribution
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,13 @@ RELATED_DISTRIBUTIONS = frozenset(
 )
 # Unknown forks are caught by name shape, without opening every distribution's files.
 _INTERESTING = re.compile(r"flash|attn|^fa\d|sgl|cutlass")
+# Substrings every interesting name contains: a cheap pre-filter before the sets and the regex.
+_CHEAP = re.compile("fa|flash|attn|sgl|cutlass|torch|vllm|kernel|quack|tvm|transformers")
 
 
 def is_interesting(normalized_name: str) -> bool:
+    if _CHEAP.search(normalized_name) is None:
+        return False
     return (
         normalized_name in FA_DISTRIBUTIONS
         or normalized_name in RELATED_DISTRIBUTIONS

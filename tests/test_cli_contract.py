@@ -107,3 +107,28 @@ def test_help_and_static_check_import_no_torch(fenv: FakeEnv) -> None:
 def test_python_m_entry_point() -> None:
     proc = subprocess.run([sys.executable, "-m", "fa_doctor", "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.startswith("fa-doctor ")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["check", "--python", "/x/python"], "/x/python"),
+        (["check", "--json", "--python=/y/python"], "/y/python"),
+        (["check", "--no-smoke"], sys.executable),
+        (["check", "--help"], None),
+        (["--version"], None),
+        ([], None),
+    ],
+)
+def test_entry_starts_the_target_probe_early(args: list[str], expected: str | None) -> None:
+    from fa_doctor.entry import _early_python
+
+    assert _early_python(args) == expected
+
+
+def test_console_script_entry_gives_the_same_report(fenv: FakeEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    from fa_doctor.entry import main as entry_main
+
+    with pytest.raises(SystemExit) as exc:
+        entry_main(["check", "--no-smoke", "--json", "--python", healthy(fenv).python])
+    assert exc.value.code == 0 and json.loads(capsys.readouterr().out)["target"]["executable"] == fenv.python

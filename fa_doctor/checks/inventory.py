@@ -97,20 +97,18 @@ def marker_env(facts: Facts) -> dict[str, str]:
 
 def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | None = None) -> list[tuple[str, str]]:
     """(requirement, what is installed) for each runtime requirement that is not satisfied."""
-    # packaging costs ~30 ms to import: only pay it when an FA distribution declares requirements.
-    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
+
+    from fa_doctor import requirements
 
     wanted = {normalize(n) for n in only} if only is not None else None
     env = marker_env(facts)
     out: list[tuple[str, str]] = []
     for text in dist.requires:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and not req.marker.evaluate(env):
-            continue
+        req = requirements.parse(text)
+        if req is None or (req.marker is not None and requirements.marker_applies(req.marker, env) is not True):
+            continue  # unreadable, or not for this environment (extras included): say nothing
         name = normalize(req.name)
         if wanted is not None and name not in wanted:
             continue
@@ -119,8 +117,8 @@ def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | N
             out.append((str(req), "not installed"))
             continue
         try:
-            ok = req.specifier.contains(Version(have), prereleases=True)
-        except InvalidVersion:
+            ok = SpecifierSet(req.specifier).contains(Version(have), prereleases=True)
+        except (InvalidSpecifier, InvalidVersion):
             ok = True
         if not ok:
             out.append((str(req), f"{name} {have}"))

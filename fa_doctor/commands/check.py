@@ -20,7 +20,7 @@ from fa_doctor.probes import environment
 from fa_doctor.probes.distributions import DistributionScan, scan_distributions
 from fa_doctor.probes.gpu import GpuFacts, probe_gpus
 from fa_doctor.probes.sglang_source import SglangFacts, read_sglang
-from fa_doctor.probes.target import TargetFacts, probe_target
+from fa_doctor.probes.target import TargetFacts, TargetProbe
 from fa_doctor.probes.torch_build import TorchBuild, read_torch_build
 from fa_doctor.report import Report
 
@@ -57,21 +57,23 @@ def _installed(target: TargetFacts) -> Installed:
     return Installed(scan, read_torch_build(target.sys_path), sglang)
 
 
-def gather(options: CheckOptions, timings: dict[str, float]) -> Facts:
-    """Run the probes: the target first (its path drives the rest), then the GPU and the disk in parallel."""
-    start = time.perf_counter()
-    target = probe_target(options.python or sys.executable)
-    timings["probe.target"] = time.perf_counter() - start
+def gather(options: CheckOptions, timings: dict[str, float], pending: TargetProbe | None = None) -> Facts:
+    """Run the probes: the GPU in the background; the target (its path drives the rest), then the disk."""
+    python = options.python or sys.executable
+    pending = pending or TargetProbe(python)
     env = dict(os.environ if options.env is None else options.env)
     gpu_box: dict[str, GpuFacts] = {}
 
     def gpus() -> None:
         t0 = time.perf_counter()
-        gpu_box["v"] = probe_gpus(target.executable, env, timeout=options.gpu_timeout)
+        gpu_box["v"] = probe_gpus(python, env, timeout=options.gpu_timeout)
         timings["probe.gpu"] = time.perf_counter() - t0
 
     thread = threading.Thread(target=gpus, name="fa-doctor gpu probe", daemon=True)
     thread.start()
+    start = time.perf_counter()
+    target = pending.result()
+    timings["probe.target"] = time.perf_counter() - start
     t0 = time.perf_counter()
     installed = bounded(lambda: _installed(target), options.scan_timeout, "the package scan")
     timings["probe.packages"] = time.perf_counter() - t0
@@ -121,12 +123,12 @@ def run_checks(facts: Facts, options: CheckOptions) -> tuple[list[Finding], Sele
     return findings, (selection[0] if selection else None), states
 
 
-def run_check(options: CheckOptions, progress: Progress | None = None) -> Report:
+def run_check(options: CheckOptions, progress: Progress | None = None, pending: TargetProbe | None = None) -> Report:
     """TargetError (a bad --python) propagates: the CLI maps it to exit code 2."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        facts = gather(options, timings)
+        facts = gather(options, timings, pending)
     except Deadline as exc:
         return Report("check", findings=(crash_finding("probe", exc),), strict=options.strict)
     visible = [d.index for d in facts.gpus.devices]

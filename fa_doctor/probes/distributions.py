@@ -191,12 +191,16 @@ def scan_distributions(
         if not names:
             continue
         entries.append(entry)
-        for dirname in sorted(names):
-            if not dirname.endswith((".dist-info", ".egg-info")):
-                continue
-            total += 1
-            index.setdefault(_name_from_dirname(dirname), _version_from_dirname(dirname))
-            if interesting(_name_from_dirname(dirname)):
+        metas = sorted(n for n in names if n.endswith((".dist-info", ".egg-info")))
+        total += len(metas)
+        # One pass over all names at C speed (a site-packages can hold thousands): normalise, then index.
+        stems = [n.rsplit(".", 1)[0].split("-", 1) for n in metas]
+        joined = "\n".join(s[0] for s in stems).lower().replace("_", "-").replace(".", "-")
+        normalized = [normalize(n) if "--" in n else n for n in joined.split("\n")] if metas else []
+        for name, stem in zip(normalized, stems, strict=True):
+            index.setdefault(name, stem[1].split("-", 1)[0] if len(stem) > 1 else "?")
+        for name, dirname in zip(normalized, metas, strict=True):
+            if interesting(name):
                 found.append(_load(entry, os.path.join(entry, dirname), order, _want_record))
         # An .egg directory (easy_install, `setup.py install`) is itself a search-path entry.
         if entry.endswith(".egg") and "EGG-INFO" in names:

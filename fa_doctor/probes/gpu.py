@@ -258,7 +258,12 @@ def _probe_smi(env: Mapping[str, str], timeout: float) -> tuple[list[GpuDevice],
 
 def _driver_present() -> bool:
     """Whether an NVIDIA kernel driver is loaded; without one torch cannot see a GPU."""
-    return os.path.exists(_PROC_VERSION) or os.path.exists("/dev/nvidiactl") or bool(glob("/dev/nvidia[0-9]*"))
+    return (
+        os.path.exists(_PROC_VERSION)
+        or os.path.exists("/dev/nvidiactl")
+        or os.path.exists("/dev/dxg")  # WSL2: the driver lives on the Windows side
+        or bool(glob("/dev/nvidia[0-9]*"))
+    )
 
 
 def _proc_driver_version() -> str | None:
@@ -333,7 +338,8 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
     def facts(source: str, devices: Sequence[GpuDevice], driver: str | None, cuda: str | None) -> GpuFacts:
         return GpuFacts(source, tuple(devices), driver, cuda, visible, tuple(attempts))
 
-    nvml = _probe_nvml(timeout)
+    # libnvidia-ml ships with the driver: without one, skip importing pynvml (tens of ms on every run).
+    nvml = _probe_nvml(timeout) if _driver_present() else "skipped, no NVIDIA driver on this machine"
     if isinstance(nvml, str):
         attempts.append(f"nvml: {nvml}")
     elif not nvml[0]:

@@ -64,33 +64,56 @@ class TargetFacts:
         }
 
 
-def probe_target(python: str, timeout: float = 15.0) -> TargetFacts:
-    if not python or "\x00" in python:
-        raise TargetError("--python needs the path of a Python interpreter")
-    if os.sep in python and not os.path.exists(python):
-        raise TargetError(f"--python {python!r}: no such file")
+class TargetProbe:
+    """The target's answer, asked for as early as possible: the child starts at once and is read later, so its
+    start-up overlaps fa-doctor's own imports."""
+
+    def __init__(self, python: str, timeout: float = 15.0) -> None:
+        self.python, self.timeout = python, timeout
+        self.error: TargetError | None = None
+        self.proc: subprocess.Popen[str] | None = None
+        if not python or "\x00" in python:
+            self.error = TargetError("--python needs the path of a Python interpreter")
+        elif os.sep in python and not os.path.exists(python):
+            self.error = TargetError(f"--python {python!r}: no such file")
+        else:
+            try:
+                self.proc = subprocess.Popen(
+                    [python, "-c", _SCRIPT],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    errors="replace",
+                )
+            except FileNotFoundError:
+                self.error = TargetError(f"--python {python!r}: not found")
+            except PermissionError:
+                self.error = TargetError(f"--python {python!r}: not executable")
+            except OSError as exc:
+                self.error = TargetError(f"--python {python!r}: cannot run it ({exc.strerror or exc})")
+
+    def result(self) -> TargetFacts:
+        if self.error is not None or self.proc is None:
+            raise self.error or TargetError("no interpreter to inspect")
+        python, proc = self.python, self.proc
+        try:
+            stdout, stderr = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise TargetError(f"--python {python!r}: gave no answer within {self.timeout:.0f} s") from None
+        if proc.returncode != 0:
+            tail = (stderr.strip().splitlines() or ["no output"])[-1]
+            raise TargetError(
+                f"--python {python!r} is not a working Python interpreter (exit {proc.returncode}: {tail})"
+            )
+        return _parse(python, stdout)
+
+
+def _parse(python: str, stdout: str) -> TargetFacts:
     try:
-        proc = subprocess.run(
-            [python, "-c", _SCRIPT],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            errors="replace",
-        )
-    except FileNotFoundError:
-        raise TargetError(f"--python {python!r}: not found") from None
-    except PermissionError:
-        raise TargetError(f"--python {python!r}: not executable") from None
-    except OSError as exc:
-        raise TargetError(f"--python {python!r}: cannot run it ({exc.strerror or exc})") from None
-    except subprocess.TimeoutExpired:
-        raise TargetError(f"--python {python!r}: gave no answer within {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TargetError(f"--python {python!r} is not a working Python interpreter (exit {proc.returncode}: {tail})")
-    try:
-        data = json.loads(proc.stdout.strip().splitlines()[-1])
+        data = json.loads(stdout.strip().splitlines()[-1])
         version = tuple(int(v) for v in data["version"])
         return TargetFacts(
             python=python,
@@ -106,3 +129,7 @@ def probe_target(python: str, timeout: float = 15.0) -> TargetFacts:
         )
     except (ValueError, KeyError, IndexError, TypeError):
         raise TargetError(f"--python {python!r} did not answer like a CPython 3 interpreter") from None
+
+
+def probe_target(python: str, timeout: float = 15.0) -> TargetFacts:
+    return TargetProbe(python, timeout).result()
