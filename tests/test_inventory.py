@@ -151,3 +151,35 @@ def test_cute_dsl_without_any_cuda_libs_is_broken(cli: Any, fenv: FakeEnv) -> No
     fenv.fixture("flash_attn_4-4.0.0b36.dist-info")
     detail = check(cli, fenv).finding("package.broken")["detail"]
     assert "neither nvidia-cutlass-dsl-libs-cu12 nor -libs-cu13" in detail
+
+
+def test_torch_missing(cli: Any, fenv: FakeEnv) -> None:
+    fenv.fa4()
+    run = check(cli, fenv)
+    assert run.finding("torch.missing")["severity"] == "fail"
+    assert run.code == 1
+
+
+def test_torch_cpu_build_with_a_gpu_fails(cli: Any, fenv: FakeEnv, tmp_path: Path) -> None:
+    fenv.torch("2.13.0+cpu", cuda=None)
+    fenv.fa4()
+    run = check(cli, fenv, env=gpu_env(tmp_path, H200))
+    finding = run.finding("torch.cpu_build")
+    assert finding["severity"] == "fail"
+    assert finding["remedies"][0]["commands"][0].endswith(
+        "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu130"
+    )
+
+
+def test_torch_cpu_build_without_gpu_is_info(cli: Any, fenv: FakeEnv) -> None:
+    fenv.torch("2.13.0+cpu", cuda=None)
+    fenv.fa4()
+    assert check(cli, fenv).finding("torch.cpu_build")["severity"] == "info"
+
+
+def test_found_lists_each_family(cli: Any, fenv: FakeEnv) -> None:
+    fenv.torch()
+    fenv.fa4()
+    fenv.sgl_kernel(torch_pin="2.11.0")
+    found = check(cli, fenv).finding("package.found")
+    assert found["evidence"] == {"fa3-sgl": "sglang-kernel 0.4.10", "fa4": "flash-attn-4 4.0.0b36"}

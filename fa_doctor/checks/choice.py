@@ -42,7 +42,7 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                         "No installed FlashAttention can run here",
                         f"{choice.why}: " + "; ".join(choice.problems) + ".",
                         evidence,
-                        (remedies.reinstall(facts, "fa4")[0], remedies.auto_detect(facts)),
+                        (remedies.reinstall(facts, "fa4")[0], remedies.auto_detect()),
                     )
                 )
             break
@@ -54,7 +54,7 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
             if choice.source == "flag":
                 alt = f"--attention-backend fa{good}" if good else "--attention-backend triton"
                 fixes.append(Remedy(f"Change the flag: {alt} works here.", ()))
-            fixes.append(remedies.auto_detect(facts))
+            fixes.append(remedies.auto_detect())
             out.append(
                 Finding(
                     "selection.unavailable",

@@ -75,6 +75,24 @@ def check_gpus(facts: Facts, require_gpu: bool = False) -> list[Finding]:
     return out
 
 
+# CUDA builds PyTorch publishes wheels for, newest first.
+_CHANNELS = ((13, 0), (12, 9), (12, 8), (12, 6), (12, 4), (12, 1), (11, 8))
+
+
+def torch_channel(facts: Facts) -> str:
+    """The newest torch CUDA channel the driver can run (its CUDA version caps it)."""
+    cap = (13, 0)
+    raw = facts.gpus.cuda_driver_version
+    if raw:
+        try:
+            major, _, minor = raw.partition(".")
+            cap = (int(major), int(minor or 0))
+        except ValueError:
+            pass
+    best = next((c for c in _CHANNELS if c <= cap), _CHANNELS[-1])
+    return f"cu{best[0]}{best[1]}"
+
+
 def check_torch(facts: Facts) -> list[Finding]:
     torch = facts.torch
     if torch is None:
@@ -108,7 +126,7 @@ def check_torch(facts: Facts) -> list[Finding]:
                                 "--force-reinstall",
                                 f"torch=={(torch.version or '').split('+')[0]}",
                                 "--index-url",
-                                "https://download.pytorch.org/whl/cu130",
+                                f"https://download.pytorch.org/whl/{torch_channel(facts)}",
                             ),
                         ),
                     ),

@@ -71,14 +71,13 @@ def missing_files(dist: Distribution) -> list[str]:
     return out
 
 
-def _native_present(spot_dir: str | None, leaf: str, python: tuple[int, int], sys_path: Iterable[str]) -> bool:
+def _native_present(spot_dir: str | None, leaf: str, sys_path: Iterable[str]) -> bool:
     """A compiled module `leaf` beside a package dir (or top-level on the path when spot_dir is None)."""
     dirs = [spot_dir] if spot_dir else [p for p in sys_path if p]
     for d in dirs:
         for name in by_stem(d).get(leaf, ()):
             if name.endswith(".so") or (name == leaf and os.path.isdir(os.path.join(d, leaf))):
                 return True
-    del python
     return False
 
 
@@ -197,12 +196,12 @@ def _assess(impl: Implementation, facts: Facts) -> ImplState:
                 pdir = os.path.dirname(pspot.origin) if pspot.kind == "package" and pspot.origin else None
                 if pdir is None:
                     continue
-            if not _native_present(pdir, leaf, py, path):
+            if not _native_present(pdir, leaf, path):
                 broken.append(
                     f"compiled module {native} is missing (the CUDA build of {dist.name} was skipped or removed)"
                 )
         if impl.key == "fa3" and (
-            not any(_native_present(None, n, py, path) for n in ("flash_attn_3_cuda", "flashattn_hopper_cuda"))
+            not any(_native_present(None, n, path) for n in ("flash_attn_3_cuda", "flashattn_hopper_cuda"))
             and not resolve("flash_attn_3._C", path, py).found
         ):
             broken.append("compiled module flash_attn_3._C (or flash_attn_3_cuda) is missing")

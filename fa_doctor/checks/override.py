@@ -74,7 +74,7 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
                 "A launcher that passes it on ends in errors such as "
                 "`ValueError: Invalid version: self.fa_impl_ver=5`.",
                 {"variable": OVERRIDE, "value": shown(raw), "valid": list(VALID)},
-                (remedies.unset_override(good), remedies.auto_detect(facts)),
+                (remedies.unset_override(good), remedies.auto_detect()),
             )
         ], None
     if version is None:
@@ -109,7 +109,7 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
         fixes: list[Remedy] = [remedies.unset_override(good if good != version else None)]
         if state is not None and (not state.importable):
             fixes += remedies.reinstall(facts, state.impl.key)
-        fixes.append(remedies.auto_detect(facts))
+        fixes.append(remedies.auto_detect())
         return [
             Finding(
                 "override.unavailable",

@@ -32,8 +32,7 @@ def unset_override(valid: int | None = None) -> Remedy:
     return Remedy(text + ".", tuple(commands))
 
 
-def auto_detect(facts: Facts) -> Remedy:
-    del facts
+def auto_detect() -> Remedy:
     return Remedy(
         f"(3) Remove the pin and let auto-detection choose: drop {OVERRIDE} and any "
         "--attention-backend fa3|fa4 from the launch command; `fa-doctor check` then shows what runs.",

@@ -93,20 +93,21 @@ def implementation_for(version: int, facts: Facts, states: dict[str, ImplState])
 
 def sglang_default(facts: Facts) -> tuple[str | None, str]:
     """SGLang's default backend for a plain MHA model without speculative decoding (fa-selection.md 2.1)."""
-    caps = facts.capabilities
-    if not caps:
+    # SGLang reads the capability of the current device, GPU 0 of what it sees.
+    first = facts.gpus.devices[0].capability if facts.gpus.devices else None
+    if first is None:
         return None, "no GPU visible: SGLang picks by GPU (fa3 on Hopper with CUDA >= 12.3)"
-    major = caps[0][0]
+    major, minor = first
     cuda = facts.torch_cuda or (0, 0)
     if major == 9 and cuda >= (12, 3):
-        return "fa3", f"Hopper (sm_{caps[0][0]}{caps[0][1]}) with torch CUDA >= 12.3"
+        return "fa3", f"Hopper (sm_{major}{minor}) with torch CUDA >= 12.3"
     if major == 10 and cuda >= (12, 8):
         return "trtllm_mha", "SM100 (fa4 only for models with asymmetric KV)"
     flashinfer = facts.scan.first("flashinfer-python") is not None
     if facts.env.get("SGLANG_IS_FLASHINFER_AVAILABLE", "true").lower() in ("false", "0", "no", "n"):
         flashinfer = False
     backend = "flashinfer" if flashinfer else "triton"
-    return backend, f"sm_{caps[0][0]}{caps[0][1]}: neither Hopper nor SM100, so {backend}" + (
+    return backend, f"sm_{major}{minor}: neither Hopper nor SM100, so {backend}" + (
         "" if flashinfer else " (flashinfer is not installed)"
     )
 

@@ -25,6 +25,7 @@ from fa_doctor.probes.torch_build import TorchBuild, read_torch_build
 from fa_doctor.report import Report
 
 Progress = Callable[[str], None]
+_TORCH_PROBE_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -77,8 +78,8 @@ def gather(options: CheckOptions, timings: dict[str, float], pending: TargetProb
     t0 = time.perf_counter()
     installed = bounded(lambda: _installed(target), options.scan_timeout, "the package scan")
     timings["probe.packages"] = time.perf_counter() - t0
-    # NVML gets its own timeout inside; nvidia-smi and the torch fallback run one after the other.
-    thread.join(options.gpu_timeout * 2 + 70)
+    # NVML and nvidia-smi get gpu_timeout each, the torch fallback at least a minute, one after the other.
+    thread.join(options.gpu_timeout * 2 + _TORCH_PROBE_SECONDS + 10)
     gpu_facts = gpu_box.get("v") or GpuFacts(
         "none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"), ("the GPU probe did not finish in time",)
     )
