@@ -102,7 +102,10 @@ def parse_headers(text: str) -> dict[str, list[str]]:
 
 
 def _record_files(text: str) -> tuple[str, ...]:
-    rows = csv.reader(io.StringIO(text))
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error:  # NUL bytes (Python 3.10) or a broken quote: fall back to plain splitting
+        rows = [line.split(",") for line in text.splitlines()]
     return tuple(row[0] for row in rows if row and row[0])
 
 
