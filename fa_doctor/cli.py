@@ -122,6 +122,9 @@ def main(argv: list[str] | None = None, early: object = None) -> None:
     except KeyboardInterrupt:
         sys.stderr.write("fa-doctor: interrupted\n")
         sys.exit(130)
+    except BrokenPipeError:  # `fa-doctor check | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_ERROR)
     except Exception as exc:
         usage = hasattr(exc, "exit_code") and hasattr(exc, "format_message")
         message = exc.format_message() if usage else f"internal error: {type(exc).__name__}: {exc}"  # type: ignore[attr-defined]

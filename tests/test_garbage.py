@@ -70,3 +70,29 @@ def test_egg_and_editable_installs(cli: Any, fenv: FakeEnv, tmp_path: Path) -> N
     assert pkgs["flash-attn"]["version"] == "2.8.3" and pkgs["flash-attn-3"]["editable"] == str(src / "hopper")
     assert "package.shadowed" not in run.ids()
     assert "flash_attn_3._C" in run.finding("package.broken")["detail"]  # an editable build without its extension
+
+
+def test_undecodable_bytes_and_ascii_terminal(fenv: FakeEnv, tmp_path: Path) -> None:
+    """A path with invalid UTF-8 on the search path, an override with odd bytes, an ASCII-only stdout."""
+    import subprocess
+    import sys
+
+    fenv.torch()
+    fenv.fa4()
+    odd = os.fsencode(str(tmp_path)) + b"/odd-\xff-dir"
+    os.makedirs(odd)
+    env = {**os.environ, "PYTHONPATH": os.fsdecode(odd), "PYTHONIOENCODING": "ascii"}
+    env_b = {k.encode(): v.encode("utf-8", "surrogateescape") for k, v in env.items()}
+    env_b[b"SGLANG_FLASHATTENTION_VERSION"] = b"\xff3"
+    for extra in ([], ["--json"]):
+        proc = subprocess.run([sys.executable, "-m", "fa_doctor", "check", "--no-smoke", "-v", "--python",
+                               fenv.python, *extra], env=env_b, capture_output=True, timeout=60)
+        assert proc.returncode == 1, proc.stderr.decode(errors="replace")
+        assert b"override.invalid" in proc.stdout and b"Traceback" not in proc.stderr
+
+
+def test_uppercase_backend_name_is_explained(cli: Any, fenv: FakeEnv) -> None:
+    fenv.torch()
+    fenv.fa4()
+    run = cli("check", "--no-smoke", "--json", "--python", fenv.python, "--attention-backend", "FA3")
+    assert "lower-case" in run.finding("selection.unavailable")["detail"]

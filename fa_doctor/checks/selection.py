@@ -119,6 +119,19 @@ def _phase(
         return PhaseChoice(phase, None, None, None, "none", why)
     version = FA_BACKENDS.get(backend)
     if version is None:
+        if backend.strip().lower() in FA_BACKENDS:
+            return PhaseChoice(
+                phase,
+                backend,
+                None,
+                None,
+                source,
+                why,
+                (
+                    f"SGLang's backend names are exact and lower-case: `{backend}` is rejected, "
+                    f"use `{backend.strip().lower()}`",
+                ),
+            )
         if _NOT_SGLANG.match(backend):
             return PhaseChoice(
                 phase,

@@ -52,13 +52,17 @@ class HumanRenderer:
             file=stream, markup=False, highlight=False, emoji=False, no_color=not color, soft_wrap=True
         )
         self.verbose = verbose
+        # What the stream cannot encode (lone surrogates from odd bytes in paths, "✓" on an ASCII terminal) is
+        # escaped instead of ending the run with UnicodeEncodeError.
+        self.encoding = getattr(stream, "encoding", None) or "utf-8"
 
     def line(self, text: str, style: str | None = None, indent: int = 0) -> None:
         from rich.text import Text
 
         pad = " " * indent
+        safe = scrub_text(text).encode(self.encoding, "backslashreplace").decode(self.encoding)
         self.console.print(
-            Text(pad + scrub_text(text).replace("\n", "\n" + pad), style=style or ""),
+            Text(pad + safe.replace("\n", "\n" + pad), style=style or ""),
             no_wrap=True,
             overflow="ignore",
             crop=False,

@@ -9,4 +9,5 @@ from fa_doctor.scrub import scrub_tree
 
 
 def render_json(report: Report) -> str:
-    return json.dumps(scrub_tree(report.to_dict()), indent=2, sort_keys=False, ensure_ascii=False, default=str)
+    # ensure_ascii: odd bytes in paths or variables (lone surrogates) must not break the one document on stdout.
+    return json.dumps(scrub_tree(report.to_dict()), indent=2, sort_keys=False, ensure_ascii=True, default=str)
