@@ -213,3 +213,26 @@ def test_knobs(cli: Any, server: FakeEnv, tmp_path: Path, name: str, value: str,
     finding = run.finding(fid)
     assert finding["evidence"]["variable"] == name
     assert finding["severity"] == "info" or finding["remedies"]
+
+
+def test_real_sglang_0_5_23_wheel_layout(cli: Any, fenv: FakeEnv, tmp_path: Path) -> None:
+    """The published sglang 0.5.23, sglang-kernel 0.4.10 and flash-attn-4 metadata, files as their RECORDs list."""
+    fenv.torch("2.14.1+cu130")
+    fenv.cutlass_dsl()
+    fenv.fixture("flash_attn_4-4.0.0b36.dist-info")
+    fenv.fixture("sglang_kernel-0.4.10.dist-info")
+    fenv.fixture(
+        "sglang-0.5.23.dist-info",
+        keep=lambda rel: rel.startswith(
+            ("sglang/kernels", "sglang/srt/layers", "sglang/__init__", "sglang/srt/__init__")
+        ),
+    )
+    backend = fenv.site / "sglang/srt/layers/attention/flashattention_backend.py"
+    backend.write_text("if self.fa_impl_ver == 3:\n    pass\nelif self.fa_impl_ver == 4:\n    pass\n")
+    run = check(cli, fenv, "--attention-backend", "fa4", env=gpu_env(tmp_path, H200))
+    sel = run.doc["selection"]
+    assert sel["prefill"]["implementation"] == "fa4-sglang" and sel["prefill"]["problems"] == []
+    versions = {p["distribution"]: p["version"] for p in run.doc["packages"]}
+    assert versions["sglang"] == "0.5.23" and versions["sglang-kernel"] == "0.4.10"
+    assert "package.requirement" not in run.ids(), run.ids()  # torch 2.14.1 matches sglang-kernel's pin
+    assert run.code == 0, [f["id"] for f in run.doc["findings"] if f["severity"] == "fail"]
