@@ -119,32 +119,19 @@ def _phase(
         return PhaseChoice(phase, None, None, None, "none", why)
     version = FA_BACKENDS.get(backend)
     if version is None:
+        rejected = None
         if backend.strip().lower() in FA_BACKENDS:
-            return PhaseChoice(
-                phase,
-                backend,
-                None,
-                None,
-                source,
-                why,
-                (
-                    f"SGLang's backend names are exact and lower-case: `{backend}` is rejected, "
-                    f"use `{backend.strip().lower()}`",
-                ),
+            rejected = (
+                f"SGLang's backend names are exact and lower-case: `{backend}` is rejected, "
+                f"use `{backend.strip().lower()}`"
             )
-        if _NOT_SGLANG.match(backend):
-            return PhaseChoice(
-                phase,
-                backend,
-                None,
-                None,
-                source,
-                why,
-                (
-                    f"`{backend}` is not an SGLang attention backend: SGLang knows fa3 and fa4 "
-                    "(and non-FA backends such as flashinfer, triton)",
-                ),
+        elif _NOT_SGLANG.match(backend):
+            rejected = (
+                f"`{backend}` is not an SGLang attention backend: SGLang knows fa3 and fa4 "
+                "(and non-FA backends such as flashinfer, triton)"
             )
+        if rejected:
+            return PhaseChoice(phase, backend, None, None, source, why, (rejected,))
         return PhaseChoice(phase, backend, None, None, source, why + f"; {backend} is not FlashAttention")
     state, problems = implementation_for(version, facts, states)
     return PhaseChoice(phase, backend, version, state.impl.key if state else None, source, why, tuple(problems))

@@ -27,11 +27,9 @@ class Distribution:
     version: str
     location: str  # the search-path entry holding its metadata
     metadata_dir: str
-    order: int  # position of `location` on the search path: lower wins
     requires: tuple[str, ...] = ()
     top_level: tuple[str, ...] = ()
     files: tuple[str, ...] | None = None  # RECORD paths, relative to `location`; None when not read or absent
-    has_record: bool = True
     installer: str | None = None
     editable_dir: str | None = None  # source tree of an editable install
     direct_url: str | None = None  # URL it was installed from (wheel file names carry the build tag)
@@ -127,13 +125,13 @@ def _direct_url(meta_dir: str) -> tuple[str | None, str | None]:
     return url, path if editable else None
 
 
-def _load(entry: str, meta_dir: str, order: int, want_files: Callable[[str], bool]) -> Distribution:
+def _load(entry: str, meta_dir: str) -> Distribution:
     dirname = os.path.basename(os.path.dirname(meta_dir) if meta_dir.endswith("EGG-INFO") else meta_dir)
     is_dist_info = dirname.endswith(".dist-info")
     head_text = _read(os.path.join(meta_dir, "METADATA" if is_dist_info else "PKG-INFO"), 1 << 20)
     guess = _name_from_dirname(dirname)
     if head_text is None:
-        return Distribution(guess, guess, "?", entry, meta_dir, order, problem="no METADATA file")
+        return Distribution(guess, guess, "?", entry, meta_dir, problem="no METADATA file")
     headers = parse_headers(head_text)
     name = (headers.get("name") or [""])[0] or guess
     version = (headers.get("version") or [""])[0] or "?"
@@ -145,16 +143,15 @@ def _load(entry: str, meta_dir: str, order: int, want_files: Callable[[str], boo
         requires = tuple(line.strip() for line in requires_txt.split("[", 1)[0].splitlines() if line.strip())
     top_text = _read(os.path.join(meta_dir, "top_level.txt"), 1 << 16) or ""
     files: tuple[str, ...] | None = None
-    has_record = True
-    if is_dist_info:
-        record = _read(os.path.join(meta_dir, "RECORD")) if want_files(norm) else ""
-        has_record = record is not None
+    if norm in _SKIP_RECORD:  # large RECORDs that own nothing in FA namespaces: not read
+        files = None
+    elif is_dist_info:
+        record = _read(os.path.join(meta_dir, "RECORD"))
         if record:
             files = _record_files(record)
     else:
         sources = _read(os.path.join(meta_dir, "installed-files.txt"), 1 << 22)
-        has_record = sources is not None
-        if sources and want_files(norm):
+        if sources:
             files = tuple(
                 os.path.relpath(os.path.normpath(os.path.join(meta_dir, p)), entry) for p in sources.splitlines() if p
             )
@@ -166,20 +163,14 @@ def _load(entry: str, meta_dir: str, order: int, want_files: Callable[[str], boo
         version=version,
         location=entry,
         metadata_dir=meta_dir,
-        order=order,
         requires=requires,
         top_level=tuple(t.strip() for t in top_text.splitlines() if t.strip()),
         files=files,
-        has_record=has_record,
         installer=installer,
         editable_dir=editable,
         direct_url=url,
         problem=problem,
     )
-
-
-def _want_record(normalized: str) -> bool:
-    return normalized not in _SKIP_RECORD
 
 
 def scan_distributions(
@@ -189,7 +180,7 @@ def scan_distributions(
     index: dict[str, str] = {}
     total = 0
     entries: list[str] = []
-    for order, entry in enumerate(dict.fromkeys(p for p in sys_path if p)):
+    for entry in dict.fromkeys(p for p in sys_path if p):
         names = listdir(entry)
         if not names:
             continue
@@ -204,12 +195,12 @@ def scan_distributions(
             index.setdefault(name, stem[1].split("-", 1)[0] if len(stem) > 1 else "?")
         for name, dirname in zip(normalized, metas, strict=True):
             if interesting(name):
-                found.append(_load(entry, os.path.join(entry, dirname), order, _want_record))
+                found.append(_load(entry, os.path.join(entry, dirname)))
         # An .egg directory (easy_install, `setup.py install`) is itself a search-path entry.
         if entry.endswith(".egg") and "EGG-INFO" in names:
             total += 1
             if interesting(_name_from_dirname(os.path.basename(entry))):
-                found.append(_load(entry, os.path.join(entry, "EGG-INFO"), order, _want_record))
+                found.append(_load(entry, os.path.join(entry, "EGG-INFO")))
     # METADATA beats the directory name; the first on the path wins.
     first: dict[str, str] = {}
     for dist in found:
