@@ -147,8 +147,8 @@ def test_broken_installs_are_still_smoke_tested(fenv: FakeEnv, tmp_path: Path, m
     fenv.fa4(core=False)
     for key, value in gpu_env(tmp_path, H200S[0]).items():
         monkeypatch.setenv(key, value)
-    from fa_doctor.checks.inventory import assess_all
-    from fa_doctor.checks.selection import select
+    from fa_doctor.derive.inventory import assess_all
+    from fa_doctor.derive.selection import select
 
     facts = gather(CheckOptions(python=fenv.python), {})
     states = assess_all(facts)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from fa_doctor.checks import remedies
-from fa_doctor.checks.inventory import ImplState
 from fa_doctor.checks.override import best_valid
-from fa_doctor.checks.selection import PhaseChoice, Selection
+from fa_doctor.derive.inventory import ImplState
+from fa_doctor.derive.selection import PhaseChoice, Selection
 from fa_doctor.facts import Facts
 from fa_doctor.families import BY_KEY
 from fa_doctor.finding import Finding, Remedy, Severity

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from fa_doctor.checks import remedies
-from fa_doctor.checks.inventory import ImplState
-from fa_doctor.checks.selection import implementation_for
+from fa_doctor.derive.inventory import ImplState
+from fa_doctor.derive.selection import implementation_for
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.probes.environment import OVERRIDE

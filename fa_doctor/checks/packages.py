@@ -7,7 +7,7 @@ import shlex
 from collections import defaultdict
 
 from fa_doctor.checks import remedies
-from fa_doctor.checks.inventory import ImplState, inside, owner_roots, unmet_requirements
+from fa_doctor.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
 from fa_doctor.facts import Facts
 from fa_doctor.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of, normalize
 from fa_doctor.finding import Finding, Remedy, Severity

@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from fa_doctor.checks import choice, gpu, knobs, node, override, packages
-from fa_doctor.checks.inventory import ImplState, assess_all
-from fa_doctor.checks.selection import Selection, select
 from fa_doctor.contain import Deadline, bounded, contained, crash_finding
+from fa_doctor.derive.inventory import ImplState, assess_all
+from fa_doctor.derive.selection import Selection, select
 from fa_doctor.facts import BackendFlags, Facts
 from fa_doctor.families import family_of
 from fa_doctor.finding import Finding

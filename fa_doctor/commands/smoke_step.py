@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor.checks import node, remedies
-from fa_doctor.checks.inventory import ImplState
-from fa_doctor.checks.selection import Selection
 from fa_doctor.contain import crash_finding
+from fa_doctor.derive.inventory import ImplState
+from fa_doctor.derive.selection import Selection
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy
 from fa_doctor.probes.gpu import GpuDevice

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fa_doctor.checks.inventory import ImplState
+from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
 
 FA_BACKENDS = {"fa3": 3, "fa4": 4}
