@@ -8,6 +8,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
+from fa_doctor.actions import Action, render_all, to_dict
+
 
 class Severity(str, Enum):
     OK = "ok"
@@ -25,13 +27,29 @@ _RANK = {Severity.OK: 0, Severity.INFO: 1, Severity.WARN: 2, Severity.FAIL: 3}
 
 @dataclass(frozen=True)
 class Remedy:
-    """What to do, and the exact commands that do it (copy-pastable, one per line)."""
+    """What to do, and the exact commands that do it (copy-pastable, one per line).
+
+    `actions` are the typed steps `fa-doctor fix` runs; their POSIX rendering is appended to `commands`, so
+    renderers and older JSON readers see paste-ready lines. `commands` given directly are for text that is
+    not an action (a flag to add to the launch command).
+    """
 
     text: str
     commands: tuple[str, ...] = ()
+    actions: tuple[Action, ...] = ()
+
+    def __post_init__(self) -> None:
+        rendered = render_all(self.actions)
+        # Idempotent, so dataclasses.replace() (which passes the rendered commands back in) adds nothing twice.
+        if rendered and tuple(self.commands[-len(rendered) :]) != rendered:
+            object.__setattr__(self, "commands", tuple(self.commands) + rendered)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "commands": list(self.commands)}
+        return {
+            "text": self.text,
+            "commands": list(self.commands),
+            "actions": [to_dict(a) for a in self.actions],
+        }
 
 
 @dataclass(frozen=True)
