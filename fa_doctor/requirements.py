@@ -1,8 +1,10 @@
 """Requires-Dist lines, read without packaging.requirements (it costs ~50 ms to import on every run).
 
-Version specifiers still go through packaging.specifiers (PEP 440 has too many corners to redo). Markers are
-evaluated for the subset that metadata uses in practice; a marker this cannot read answers None ("unknown"),
-and callers then say nothing rather than guess.
+Version specifiers still go through packaging.specifiers (PEP 440 has too many corners to redo), and a version
+marker is decided the way packaging.markers decides it: as the specifier `<op><value>`. Markers are evaluated for
+the subset that metadata uses in practice; a marker this cannot read, or one whose answer differs between
+packaging releases (string ordering, `~=` on a plain string), answers None ("unknown"), and callers then say
+nothing rather than guess. Markers come from the target's files: length and nesting are bounded.
 """
 
 from __future__ import annotations
@@ -11,9 +13,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from packaging.specifiers import InvalidSpecifier, Specifier
+from packaging.version import InvalidVersion
+
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;()]*?)\)?\s*(?:;(.*))?$")
 _TOKEN = re.compile(r"\s*(\(|\)|'[^']*'|\"[^\"]*\"|===|==|!=|~=|<=|>=|<|>|not\s+in\b|in\b|and\b|or\b|[A-Za-z_.]+)")
-_VERSION_VARS = {"python_version", "python_full_version", "implementation_version"}
+# packaging.markers compares these as versions (MARKERS_REQUIRING_VERSION), every other variable as a string.
+_VERSION_VARS = {"python_version", "python_full_version", "implementation_version", "platform_release"}
+_OPS = {"===", "==", "!=", "~=", "<=", ">=", "<", ">", "in", "not in"}
+MAX_MARKER_LENGTH = 4096
+MAX_MARKER_DEPTH = 32  # real metadata nests 2 or 3 deep; 400 "(" would exhaust the stack
 
 
 @dataclass(frozen=True)
@@ -34,68 +43,91 @@ def parse(text: str) -> Req | None:
     return Req(m.group(1), m.group(2).replace(" ", ""), marker)
 
 
-def _vt(value: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", value)[:3])
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _compare(left: str, op: str, right: str, versions: bool) -> bool:
+def _compare(left: str, op: str, right: str, key: str) -> bool | None:
+    """One `left op right` with `key` the environment variable involved; None where packaging has no single answer."""
+    if key == "extra":  # PEP 685: extra names compare normalised
+        left, right = _canonical(left), _canonical(right)
+    elif key in _VERSION_VARS and op not in ("in", "not in"):
+        try:
+            return Specifier(op + right).contains(left, prereleases=True)
+        except InvalidSpecifier:
+            pass  # not a version: packaging falls back to comparing strings
+        except InvalidVersion:
+            return None
     if op in ("in", "not in"):
         return (left in right) == (op == "in")
-    a: object = _vt(left) if versions else left
-    b: object = _vt(right) if versions else right
-    if op in ("==", "==="):
-        return a == b
-    if op == "!=":
-        return a != b
-    if not versions or op not in ("<", "<=", ">", ">=", "~="):
-        raise ValueError(op)
-    va, vb = _vt(left), _vt(right)
-    return {"<": va < vb, "<=": va <= vb, ">": va > vb, ">=": va >= vb, "~=": va >= vb}[op]
+    if op in ("==", "!="):
+        return (left == right) == (op == "==")
+    return None  # ordering, `~=` or `===` on plain strings: undefined, or different across packaging releases
+
+
+class _Unreadable(Exception):
+    pass
 
 
 def marker_applies(marker: str, env: Mapping[str, str]) -> bool | None:
     """True/False for the marker in this environment, None when it cannot be read."""
+    if len(marker) > MAX_MARKER_LENGTH:
+        return None
     tokens = _TOKEN.findall(marker)
     if "".join(tokens).replace(" ", "") != marker.replace(" ", ""):
         return None
     pos = 0
 
-    def value(tok: str) -> tuple[str, bool]:
+    def operand(tok: str) -> tuple[str, str | None]:
+        """(value, the environment variable it came from, or None for a literal)."""
         if tok[0] in "'\"":
-            return tok[1:-1], False
+            return tok[1:-1], None
         if tok not in env:
-            raise KeyError(tok)
-        return env[tok], tok in _VERSION_VARS
+            raise _Unreadable(tok)
+        return env[tok], tok
 
-    def atom() -> bool:
+    def atom(depth: int) -> bool:
         nonlocal pos
         if tokens[pos] == "(":
+            if depth >= MAX_MARKER_DEPTH:
+                raise _Unreadable("nested too deeply")
             pos += 1
-            result = expr()
-            pos += 1  # ")"
+            result = expr(depth + 1)
+            if tokens[pos] != ")":
+                raise _Unreadable(tokens[pos])
+            pos += 1
             return result
-        (left, lv), op, (right, rv) = value(tokens[pos]), " ".join(tokens[pos + 1].split()), value(tokens[pos + 2])
+        (left, lvar), (right, rvar) = operand(tokens[pos]), operand(tokens[pos + 2])
+        op = " ".join(tokens[pos + 1].split())
         pos += 3
-        return _compare(left, op, right, lv or rv)
+        key = lvar or rvar
+        if key is None or (lvar is not None and rvar is not None) or op not in _OPS:
+            raise _Unreadable(op)
+        answer = _compare(left, op, right, key)
+        if answer is None:
+            raise _Unreadable(op)
+        return answer
 
-    def conj() -> bool:
+    def conj(depth: int) -> bool:
         nonlocal pos
-        result = atom()
+        result = atom(depth)
         while pos < len(tokens) and tokens[pos] == "and":
             pos += 1
-            result = atom() and result
+            right = atom(depth)
+            result = result and right
         return result
 
-    def expr() -> bool:
+    def expr(depth: int) -> bool:
         nonlocal pos
-        result = conj()
+        result = conj(depth)
         while pos < len(tokens) and tokens[pos] == "or":
             pos += 1
-            result = conj() or result
+            right = conj(depth)
+            result = result or right
         return result
 
     try:
-        out = expr()
-    except (KeyError, IndexError, ValueError):
+        out = expr(0)
+    except (_Unreadable, IndexError):
         return None
     return out if pos == len(tokens) else None
