@@ -4,7 +4,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ class Run:
     code: int
     stdout: str
     stderr: str
+    asked: set[str] = field(default_factory=set)  # finding ids a test looked up by name
 
     @property
     def doc(self) -> dict[str, Any]:
@@ -60,9 +61,53 @@ class Run:
         return [f["id"] for f in self.doc["findings"]]
 
     def finding(self, fid: str) -> dict[str, Any]:
+        self.asked.add(fid)
         found = [f for f in self.doc["findings"] if f["id"] == fid]
         assert found, f"{fid} not in {self.ids()}"
         return found[0]  # type: ignore[no-any-return]
+
+    def expect(self, code: int) -> Run:
+        """The exit code, with the failing findings in the message when it is not the one expected."""
+        assert self.code == code, (self.code, [(f["id"], f["severity"]) for f in self.doc["findings"]])
+        return self
+
+    def contract_problems(self) -> list[str]:
+        """What is wrong with this run whatever the test asserts (checked for every `cli` call at teardown)."""
+        if self.code not in (0, 1, 2):
+            return [f"exit code {self.code} is outside the documented 0/1/2"]
+        try:
+            doc = self.doc
+        except ValueError:
+            return []  # human output: only the exit code range is checkable here
+        findings = doc.get("findings") or []
+        out = [
+            f"unexpected {f['id']}: {f.get('title')}: {f.get('detail')}"
+            for f in findings
+            if f["id"].startswith("internal.") and f["id"] not in self.asked
+        ]
+        if "exit_code" in doc and doc["exit_code"] != self.code:
+            out.append(f"the JSON says exit_code {doc['exit_code']}, the process exited {self.code}")
+        if implied_exit_code(doc) != self.code:
+            out.append(f"the findings imply exit code {implied_exit_code(doc)}, the process exited {self.code}")
+        return out
+
+
+def implied_exit_code(doc: dict[str, Any]) -> int:
+    """README's exit-code contract applied to a JSON document: 2 internal error, 1 failing check, else 0."""
+    findings = doc.get("findings") or []
+    if doc.get("error") or any(f["id"].startswith("internal.") for f in findings):
+        return 2
+    severities = {f["severity"] for f in findings}
+    return 1 if "fail" in severities or (doc.get("strict") and "warn" in severities) else 0
+
+
+def commands_of(finding: Any) -> list[list[str]]:
+    """Each remedy's commands as a user pastes them, from a JSON finding or a Finding.
+
+    The one place tests read remedy commands: when remedies become typed actions, only this changes.
+    """
+    remedies = finding["remedies"] if isinstance(finding, dict) else [r.to_dict() for r in finding.remedies]
+    return [list(r["commands"]) for r in remedies]
 
 
 def gpu_env(tmp_path: Path, *rows: str) -> dict[str, str]:
@@ -70,13 +115,21 @@ def gpu_env(tmp_path: Path, *rows: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def cli() -> Any:
+def cli() -> Iterator[Any]:
+    """Runs the real CLI. Every run is checked at teardown, so no test forgets: the exit code is 0, 1 or 2 and
+    the one its JSON and findings imply, and no internal.* finding appears unless the test asked for it by id."""
+    runs: list[Run] = []
+
     def invoke(*args: str, env: dict[str, str] | None = None) -> Run:
         listdir.cache_clear()
         by_stem.cache_clear()
         result = CliRunner().invoke(app, list(args), env=env)
         if result.exception and not isinstance(result.exception, SystemExit):
             raise result.exception
-        return Run(result.exit_code, result.stdout, result.stderr)
+        run = Run(result.exit_code, result.stdout, result.stderr)
+        runs.append(run)
+        return run
 
-    return invoke
+    yield invoke
+    problems = [f"{i}: {p}" for i, run in enumerate(runs) for p in run.contract_problems()]
+    assert not problems, problems
