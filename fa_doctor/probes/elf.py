@@ -1,0 +1,442 @@
+"""Just enough of an ELF64 little-endian shared object to predict an import error, read without loading it.
+
+Only headers and tables are read, each with os.pread at its offset and under a size limit; payloads (a 1 GB
+`.nv_fatbin`) are never touched. Anything malformed becomes `ElfInfo.error`, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_MAGIC = b"\x7fELF"
+_EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
+_SHDR = struct.Struct("<IIQQQQIIQQ")
+_SYM = struct.Struct("<IBBHQQ")
+_DYN = struct.Struct("<qQ")
+_VERNEED = struct.Struct("<HHIII")
+_VERNAUX = struct.Struct("<IHHII")
+_VERDEF = struct.Struct("<HHHHIII")
+_VERDAUX = struct.Struct("<II")
+
+SHT_DYNSYM, SHT_DYNAMIC, SHT_HASH, SHT_NOBITS = 11, 6, 5, 8
+SHT_GNU_HASH, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFF6, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
+DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 14, 15, 29
+STB_WEAK = 2
+
+# Limits on what one file may make us read; real extensions and libtorch stay far below them.
+MAX_SECTIONS = 1 << 16
+MAX_TABLE = 64 << 20  # one table (.dynsym, .gnu.version, .gnu.hash)
+MAX_STRTAB_WHOLE = 16 << 20  # a larger .dynstr is read name by name
+MAX_NAME = 4096
+MAX_UNDEFINED = 200_000
+MAX_VERSIONS = 10_000
+_CHUNK = 1 << 20
+
+
+class ElfFormatError(Exception):
+    """Internal: the file is not what it claims; turned into ElfInfo.error at the boundary."""
+
+
+@dataclass(frozen=True)
+class Section:
+    name: str
+    type: int
+    offset: int
+    size: int
+    link: int
+    entsize: int
+
+    def end(self) -> int:
+        return self.offset + (0 if self.type == SHT_NOBITS else self.size)
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    version: str | None  # e.g. GLIBC_2.34 for a versioned undefined symbol
+    weak: bool
+
+
+@dataclass(frozen=True)
+class ElfInfo:
+    path: str
+    size: int = 0
+    machine: int = 0
+    sections: tuple[Section, ...] = ()
+    needed: tuple[str, ...] = ()  # DT_NEEDED, in order
+    runpath: tuple[str, ...] = ()  # DT_RUNPATH (or DT_RPATH) entries, $ORIGIN unexpanded
+    version_needs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (library, versions) from .gnu.version_r
+    version_defs: tuple[str, ...] = ()  # .gnu.version_d names (GLIBCXX_3.4.30 in libstdc++)
+    undefined: tuple[Symbol, ...] = ()
+    error: str | None = None  # not an ELF64 LE object, or unreadable: nothing else is meaningful
+    notes: tuple[str, ...] = ()  # a table that was skipped or cut short
+
+    def section(self, name: str) -> Section | None:
+        return next((s for s in self.sections if s.name == name), None)
+
+    def needs(self, prefix: str) -> list[str]:
+        """Versions needed whose name starts with `prefix` (GLIBC_, GLIBCXX_), from every library."""
+        return sorted({v for _, versions in self.version_needs for v in versions if v.startswith(prefix)})
+
+
+@dataclass
+class _Reader:
+    fd: int
+    size: int
+    deadline: float | None
+    notes: list[str] = field(default_factory=list)
+
+    def read(self, offset: int, length: int, what: str) -> bytes:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise ElfFormatError(f"{what} lies outside the file (offset {offset}, {length} bytes)")
+        data = os.pread(self.fd, length, offset)
+        if len(data) != length:
+            raise ElfFormatError(f"{what}: short read")
+        return data
+
+    def table(self, sec: Section, what: str) -> bytes:
+        if sec.size > MAX_TABLE:
+            raise ElfFormatError(f"{what} is {sec.size} bytes, over the {MAX_TABLE >> 20} MB limit")
+        return self.read(sec.offset, sec.size, what)
+
+    def check_time(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise ElfFormatError("the time budget for reading it ran out")
+
+
+class _Strings:
+    """A string table, read whole when small, else one name at a time."""
+
+    def __init__(self, reader: _Reader, sec: Section) -> None:
+        self.reader, self.sec = reader, sec
+        self.blob = reader.read(sec.offset, sec.size, "the string table") if sec.size <= MAX_STRTAB_WHOLE else None
+
+    def get(self, offset: int) -> str:
+        if offset >= self.sec.size:
+            raise ElfFormatError(f"a string offset ({offset}) is past its table")
+        if self.blob is not None:
+            end = self.blob.find(b"\0", offset, offset + MAX_NAME)
+            raw = self.blob[offset : end if end >= 0 else offset + MAX_NAME]
+        else:
+            length = min(MAX_NAME, self.sec.size - offset)
+            chunk = self.reader.read(self.sec.offset + offset, length, "a name")
+            raw = chunk.split(b"\0", 1)[0]
+        return raw.decode("utf-8", "replace")
+
+    def raw(self, offset: int, length: int) -> bytes:
+        if self.blob is not None:
+            return self.blob[offset : offset + length]
+        length = max(0, min(length, self.sec.size - offset))
+        return self.reader.read(self.sec.offset + offset, length, "a name")
+
+
+def _header(r: _Reader) -> tuple[int, int, int, int, int]:
+    """(machine, shoff, shentsize, shnum, shstrndx) after validating the identification bytes."""
+    if r.size < _EHDR.size:
+        raise ElfFormatError("too short to be an ELF file")
+    raw = r.read(0, _EHDR.size, "the ELF header")
+    if raw[:4] != _MAGIC:
+        raise ElfFormatError("not an ELF file (no \\x7fELF magic)")
+    if raw[4] != 2 or raw[5] != 1:
+        raise ElfFormatError("not a 64-bit little-endian ELF file")
+    fields = _EHDR.unpack(raw)
+    machine, shoff, shentsize, shnum, shstrndx = fields[2], fields[6], fields[11], fields[12], fields[13]
+    if shoff == 0:
+        raise ElfFormatError("it has no section headers")
+    if shentsize != _SHDR.size:
+        raise ElfFormatError(f"odd section header size {shentsize}")
+    if shnum == 0 or shstrndx == 0xFFFF:  # extended numbering: the real values sit in section 0
+        zero = _SHDR.unpack(r.read(shoff, _SHDR.size, "section header 0"))
+        shnum = shnum or zero[5]
+        shstrndx = zero[6] if shstrndx == 0xFFFF else shstrndx
+    if not 0 < shnum <= MAX_SECTIONS:
+        raise ElfFormatError(f"implausible section count {shnum}")
+    return machine, shoff, shentsize, shnum, shstrndx
+
+
+def _sections(r: _Reader, shoff: int, shnum: int, shstrndx: int) -> list[Section]:
+    raw = r.read(shoff, shnum * _SHDR.size, "the section headers")
+    rows = list(_SHDR.iter_unpack(raw))
+    if shstrndx >= len(rows):
+        raise ElfFormatError("the section-name table index is out of range")
+    names_row = rows[shstrndx]
+    names = _Strings(r, Section(".shstrtab", names_row[1], names_row[4], min(names_row[5], MAX_TABLE), 0, 0))
+    out = []
+    for row in rows:
+        name = names.get(row[0]) if row[0] else ""
+        out.append(Section(name, row[1], row[4], row[5], row[6], row[9]))
+    return out
+
+
+def _linked_strings(r: _Reader, secs: list[Section], sec: Section) -> _Strings:
+    if not 0 < sec.link < len(secs):
+        raise ElfFormatError(f"{sec.name or 'a table'} links to no string table")
+    return _Strings(r, secs[sec.link])
+
+
+def _dynamic(r: _Reader, secs: list[Section], dyn: Section) -> tuple[list[str], list[str]]:
+    raw = r.read(dyn.offset, min(dyn.size, 1 << 20), "the dynamic section")
+    strings = _linked_strings(r, secs, dyn)
+    needed: list[str] = []
+    runpath: list[str] = []
+    for tag, value in _DYN.iter_unpack(raw[: len(raw) - len(raw) % _DYN.size]):
+        if tag == 0:
+            break
+        if tag == DT_NEEDED:
+            needed.append(strings.get(value))
+        elif tag in (DT_RUNPATH, DT_RPATH):
+            runpath += [p for p in strings.get(value).split(":") if p]
+    return needed, runpath
+
+
+def _version_needs(r: _Reader, secs: list[Section], sec: Section) -> tuple[list[tuple[str, list[str]]], dict[int, str]]:
+    raw = r.table(sec, ".gnu.version_r")
+    strings = _linked_strings(r, secs, sec)
+    out: list[tuple[str, list[str]]] = []
+    by_index: dict[int, str] = {}
+    pos, count = 0, 0
+    while pos + _VERNEED.size <= len(raw) and count < MAX_VERSIONS:
+        _, cnt, file_off, aux, nxt = _VERNEED.unpack_from(raw, pos)
+        versions: list[str] = []
+        apos = pos + aux
+        for _ in range(min(cnt, MAX_VERSIONS)):
+            if apos + _VERNAUX.size > len(raw):
+                break
+            _, _, other, name_off, anext = _VERNAUX.unpack_from(raw, apos)
+            name = strings.get(name_off)
+            versions.append(name)
+            by_index[other & 0x7FFF] = name
+            if anext == 0:
+                break
+            apos += anext
+        out.append((strings.get(file_off), versions))
+        count += 1
+        if nxt == 0:
+            break
+        pos += nxt
+    return out, by_index
+
+
+def _version_defs(r: _Reader, secs: list[Section], sec: Section) -> list[str]:
+    raw = r.table(sec, ".gnu.version_d")
+    strings = _linked_strings(r, secs, sec)
+    out: list[str] = []
+    pos = 0
+    for _ in range(MAX_VERSIONS):
+        if pos + _VERDEF.size > len(raw):
+            break
+        _, flags, _, cnt, _, aux, nxt = _VERDEF.unpack_from(raw, pos)
+        if cnt and pos + aux + _VERDAUX.size <= len(raw) and not flags & 1:  # VER_FLG_BASE names the file itself
+            out.append(strings.get(_VERDAUX.unpack_from(raw, pos + aux)[0]))
+        if nxt == 0:
+            break
+        pos += nxt
+    return out
+
+
+def _undefined(r: _Reader, secs: list[Section], dynsym: Section, versions: dict[int, str]) -> list[Symbol]:
+    if dynsym.size > MAX_TABLE:
+        raise ElfFormatError(f".dynsym is {dynsym.size} bytes, over the {MAX_TABLE >> 20} MB limit")
+    strings = _linked_strings(r, secs, dynsym)
+    versym_sec = next((s for s in secs if s.type == SHT_GNU_VERSYM), None)
+    count = dynsym.size // _SYM.size
+    versym = r.table(versym_sec, ".gnu.version") if versym_sec and versions else b""
+    found: list[tuple[int, int, bool]] = []  # (index, name offset, weak)
+    per_chunk = _CHUNK // _SYM.size
+    for start in range(0, count, per_chunk):
+        r.check_time()
+        n = min(per_chunk, count - start)
+        raw = r.read(dynsym.offset + start * _SYM.size, n * _SYM.size, ".dynsym")
+        for i, (name, info, _, shndx, _, _) in enumerate(_SYM.iter_unpack(raw), start):
+            if shndx == 0 and name and i:
+                found.append((i, name, info >> 4 == STB_WEAK))
+                if len(found) > MAX_UNDEFINED:
+                    raise ElfFormatError(f"more than {MAX_UNDEFINED} undefined symbols")
+    out = []
+    for i, name_off, weak in found:
+        version = None
+        if 2 * i + 2 <= len(versym):
+            version = versions.get(int.from_bytes(versym[2 * i : 2 * i + 2], "little") & 0x7FFF)
+        out.append(Symbol(strings.get(name_off), version, weak))
+    return out
+
+
+def read_elf(path: str, *, symbols: bool = True, deadline: float | None = None) -> ElfInfo:
+    """Section table, DT_NEEDED/RUNPATH, needed and defined versions and undefined dynamic symbols of `path`."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        return ElfInfo(path, error=f"cannot open it ({exc.strerror or exc})")
+    try:
+        size = os.fstat(fd).st_size
+        r = _Reader(fd, size, deadline)
+        return _read(r, path, symbols)
+    except ElfFormatError as exc:
+        return ElfInfo(path, error=str(exc))
+    except (OSError, ValueError, struct.error, MemoryError, OverflowError) as exc:
+        return ElfInfo(path, error=f"unreadable: {type(exc).__name__}: {exc}")
+    finally:
+        os.close(fd)
+
+
+def _read(r: _Reader, path: str, symbols: bool) -> ElfInfo:
+    machine, shoff, _, shnum, shstrndx = _header(r)
+    secs = _sections(r, shoff, shnum, shstrndx)
+    notes: list[str] = []
+
+    def step(what: str, call: Callable[[], T], empty: T) -> T:
+        """A broken optional table is a note, not a failed read: the rest is still worth reporting."""
+        try:
+            return call()
+        except ElfFormatError as exc:
+            notes.append(f"{what}: {exc}")
+            return empty
+
+    def first(kind: int) -> Section | None:
+        return next((s for s in secs if s.type == kind), None)
+
+    no_strings: list[str] = []
+    needed, runpath = no_strings, no_strings
+    if (dyn := first(SHT_DYNAMIC)) is not None:
+        needed, runpath = step("dynamic section", lambda: _dynamic(r, secs, dyn), (no_strings, no_strings))
+    needs: list[tuple[str, list[str]]] = []
+    by_index: dict[int, str] = {}
+    if (vn := first(SHT_GNU_VERNEED)) is not None:
+        needs, by_index = step(".gnu.version_r", lambda: _version_needs(r, secs, vn), (needs, by_index))
+    defs: list[str] = []
+    if (vd := first(SHT_GNU_VERDEF)) is not None:
+        defs = step(".gnu.version_d", lambda: _version_defs(r, secs, vd), [])
+    undefined: list[Symbol] = []
+    if symbols and (dynsym := first(SHT_DYNSYM)) is not None:
+        undefined = step(".dynsym", lambda: _undefined(r, secs, dynsym, by_index), [])
+    return ElfInfo(
+        path=path,
+        size=r.size,
+        machine=machine,
+        sections=tuple(secs),
+        needed=tuple(needed),
+        runpath=tuple(runpath),
+        version_needs=tuple((lib, tuple(v)) for lib, v in needs),
+        version_defs=tuple(defs),
+        undefined=tuple(undefined),
+        notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True)
+class Exports:
+    """Which of the asked-for names a library defines (exports) in its dynamic symbol table."""
+
+    path: str
+    found: frozenset[str]
+    error: str | None = None
+
+
+def _gnu_hash(name: bytes) -> int:
+    h = 5381
+    for c in name:
+        h = (h * 33 + c) & 0xFFFFFFFF
+    return h
+
+
+def _sysv_hash(name: bytes) -> int:
+    h = 0
+    for c in name:
+        h = (h << 4) + c
+        g = h & 0xF0000000
+        if g:
+            h ^= g >> 24
+        h &= ~g & 0xFFFFFFFF
+    return h
+
+
+class _Lookup:
+    """Name -> defined? through the library's own hash table, as the dynamic linker does: a few small reads
+    per name instead of reading a libtorch's whole symbol table."""
+
+    def __init__(self, r: _Reader, secs: list[Section], dynsym: Section) -> None:
+        self.r, self.dynsym = r, dynsym
+        self.count = dynsym.size // _SYM.size
+        self.strings = _linked_strings(r, secs, dynsym)
+        gnu = next((s for s in secs if s.type == SHT_GNU_HASH), None)
+        table = gnu or next((s for s in secs if s.type == SHT_HASH), None)
+        self.kind = "none" if table is None else "gnu" if table is gnu else "sysv"
+        self.table = r.table(table, "the symbol hash table") if table is not None else b""
+
+    def _defined_as(self, index: int, name: bytes) -> bool:
+        if not 0 < index < self.count:
+            return False
+        st_name, _, _, shndx, _, _ = _SYM.unpack(
+            self.r.read(self.dynsym.offset + index * _SYM.size, _SYM.size, "a symbol")
+        )
+        return shndx != 0 and self.strings.raw(st_name, len(name) + 1) == name + b"\0"
+
+    def defined(self, name: bytes) -> bool:
+        t = self.table
+        if self.kind == "gnu":
+            nbuckets, symoffset, bloom_size, _ = struct.unpack_from("<IIII", t, 0)
+            if nbuckets == 0:
+                return False
+            base = 16 + bloom_size * 8
+            h = _gnu_hash(name)
+            (i,) = struct.unpack_from("<I", t, base + 4 * (h % nbuckets))
+            chains = base + 4 * nbuckets
+            for _ in range(self.count):
+                if i < symoffset or i >= self.count:
+                    return False
+                (ch,) = struct.unpack_from("<I", t, chains + 4 * (i - symoffset))
+                if (ch | 1) == (h | 1) and self._defined_as(i, name):
+                    return True
+                if ch & 1:
+                    return False
+                i += 1
+            return False
+        if self.kind == "sysv":
+            nbucket, nchain = struct.unpack_from("<II", t, 0)
+            if nbucket == 0:
+                return False
+            (i,) = struct.unpack_from("<I", t, 8 + 4 * (_sysv_hash(name) % nbucket))
+            for _ in range(min(nchain, self.count)):
+                if i == 0 or i >= nchain:
+                    return False
+                if self._defined_as(i, name):
+                    return True
+                (i,) = struct.unpack_from("<I", t, 8 + 4 * nbucket + 4 * i)
+            return False
+        raise ElfFormatError("it has no symbol hash table")
+
+
+def exported(path: str, names: Iterable[str], *, deadline: float | None = None) -> Exports:
+    """Which of `names` `path` defines; an unreadable file gives `error` and an empty set."""
+    wanted = sorted(set(names))
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        return Exports(path, frozenset(), f"cannot open it ({exc.strerror or exc})")
+    try:
+        r = _Reader(fd, os.fstat(fd).st_size, deadline)
+        _, shoff, _, shnum, shstrndx = _header(r)
+        secs = _sections(r, shoff, shnum, shstrndx)
+        dynsym = next((s for s in secs if s.type == SHT_DYNSYM), None)
+        if dynsym is None:
+            return Exports(path, frozenset(), "it has no dynamic symbol table")
+        lookup = _Lookup(r, secs, dynsym)
+        found = set()
+        for name in wanted:
+            r.check_time()
+            if lookup.defined(name.encode("utf-8", "surrogateescape")):
+                found.add(name)
+        return Exports(path, frozenset(found))
+    except ElfFormatError as exc:
+        return Exports(path, frozenset(), str(exc))
+    except (OSError, ValueError, struct.error, MemoryError, OverflowError, UnicodeError) as exc:
+        return Exports(path, frozenset(), f"unreadable: {type(exc).__name__}: {exc}")
+    finally:
+        os.close(fd)
