@@ -1,15 +1,19 @@
-"""Command line: parse options, run a command, pick a renderer, map the report to an exit code."""
+"""Command line: one typer command per module of `fa_doctor/commands/`; parse options, run, deliver, exit.
+
+No logic of its own: each command returns a `Result`; `output.deliver` renders it in the chosen format to the
+right stream (and the CI files), and its exit code is the process's.
+"""
 
 from __future__ import annotations
 
-import os
+import math
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
 from fa_doctor import __version__
-from fa_doctor.report import EXIT_ERROR, Report, error_report
+from fa_doctor.result import EXIT_ERROR
 
 app = typer.Typer(
     name="fa-doctor",
@@ -18,6 +22,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
@@ -34,107 +39,207 @@ def root(
     """fa-doctor: find broken, shadowed and mis-pinned FlashAttention installs, and say how to fix them."""
 
 
-def emit(report: Report, *, as_json: bool, verbose: bool, color: bool) -> None:
-    if as_json:
-        from fa_doctor.render.json import render_json
-
-        sys.stdout.write(render_json(report) + "\n")
-        sys.stdout.flush()
-        return
-    from fa_doctor.render.human import HumanRenderer
-
-    stream = sys.stderr if report.error else sys.stdout
-    HumanRenderer(stream, verbose=verbose, color=color).render(report)
+# ---- option validation: bad values are usage errors (exit 2), never silently something else -------------
 
 
-def _gpu_list(value: str | None) -> tuple[int, ...] | None:
+def _python_path(value: str | None) -> str | None:
+    if value is not None and (not value.strip() or "\x00" in value):
+        raise typer.BadParameter("needs the path of a Python interpreter, not an empty string", param_hint="--python")
+    return value
+
+
+def _timeout(value: float) -> float:
+    if not math.isfinite(value) or value < 1:
+        raise typer.BadParameter(f"{value}: needs a finite number of seconds, at least 1", param_hint="--timeout")
+    return value
+
+
+def _gpu_list(value: str | None) -> str | None:
     if value is None:
         return None
     parts = [p.strip() for p in value.split(",")]
     if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 4 for p in parts):
         raise typer.BadParameter(f"{value!r}: expected CUDA indices such as 0,2", param_hint="--gpus")
-    return tuple(dict.fromkeys(int(p) for p in parts))
+    return value
+
+
+def _gpu_arch(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from fa_doctor.commands.options import parse_gpu_arch
+
+    try:
+        parse_gpu_arch(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--gpu-arch") from None
+    return value
+
+
+def _format(value: str) -> str:
+    from fa_doctor.render.base import FORMATS
+
+    if value not in FORMATS:
+        raise typer.BadParameter(f"{value!r}: one of {', '.join(FORMATS)}", param_hint="--format")
+    return value
+
+
+def _path(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise typer.BadParameter("needs a file path, not an empty string")
+    return value
+
+
+# ---- options shared by every command that inspects a target and reports ------------------------------------
+
+PYTHON = typer.Option(
+    None,
+    "--python",
+    metavar="PATH",
+    callback=_python_path,
+    help="Interpreter the server runs with (default: this one).",
+)
+FORMAT = typer.Option("human", "--format", metavar="FORMAT", callback=_format, help="human|json|github|junit|markdown.")
+JSON = typer.Option(False, "--json", help="Same as --format json: one JSON document.")
+JUNIT = typer.Option(None, "--junit-xml", metavar="PATH", callback=_path, help="Also write JUnit XML to PATH.")
+MARKDOWN = typer.Option(None, "--markdown", metavar="PATH", callback=_path, help="Also write a Markdown summary.")
+SUMMARY = typer.Option(False, "--step-summary", help="Append the Markdown summary to $GITHUB_STEP_SUMMARY.")
+VERBOSE = typer.Option(False, "-v", "--verbose", help="Show every finding with evidence and timings.")
+STRICT = typer.Option(False, "--strict", help="Warnings fail too (exit 1).")
+NO_SMOKE = typer.Option(False, "--no-smoke", help="Static check only: run no kernel.")
+SMOKE_ALL = typer.Option(False, "--all", help="Smoke-test every installed FA implementation.")
+TIMEOUT = typer.Option(300.0, "--timeout", callback=_timeout, help="Seconds allowed per smoke-test child.")
+NO_CACHE = typer.Option(False, "--no-cache", help="Bypass fa-doctor's FA4 compile cache.")
+GPUS = typer.Option(
+    None, "--gpus", metavar="LIST", callback=_gpu_list, help="Check and smoke-test only these CUDA indices, e.g. 0,2."
+)
+GPU_ARCH = typer.Option(
+    None, "--gpu-arch", metavar="LIST", callback=_gpu_arch, help="Judge compiled FA extensions for these GPUs."
+)
+NO_COLOR = typer.Option(False, "--no-color", help="No colours (NO_COLOR is honoured too).")
+
+
+def _outputs(fmt: str, as_json: bool, verbose: bool, no_color: bool, **files: Any) -> Any:
+    from fa_doctor.output import Outputs
+
+    return Outputs("json" if as_json else fmt, verbose, no_color, files["junit"], files["markdown"], files["summary"])
+
+
+def _check_options(**kw: Any) -> Any:
+    from fa_doctor.commands.options import CheckOptions, parse_gpu_arch, parse_gpus
+    from fa_doctor.facts import BackendFlags
+
+    return CheckOptions(
+        python=kw["python"],
+        flags=BackendFlags(kw.get("attention"), kw.get("prefill"), kw.get("decode")),
+        smoke=not kw["no_smoke"],
+        smoke_all=kw["smoke_all"],
+        require_gpu=kw["require_gpu"],
+        strict=kw["strict"],
+        timeout=kw["timeout"],
+        use_cache=not kw["no_cache"],
+        gpu_indices=parse_gpus(kw["gpus"]),
+        gpu_arch=parse_gpu_arch(kw["gpu_arch"]) if kw["gpu_arch"] else None,
+    )
 
 
 @app.command()
 def check(
     ctx: typer.Context,
-    python: Optional[str] = typer.Option(
-        None, "--python", metavar="PATH", help="Interpreter the server runs with (default: this one)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
-    verbose: bool = typer.Option(False, "-v", "--verbose", help="Show every finding with evidence and timings."),
-    strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
-    no_smoke: bool = typer.Option(False, "--no-smoke", help="Static check only: run no kernel."),
-    smoke_all: bool = typer.Option(False, "--all", help="Smoke-test every installed FA implementation."),
+    python: Optional[str] = PYTHON,
+    fmt: str = FORMAT,
+    as_json: bool = JSON,
+    junit: Optional[str] = JUNIT,
+    markdown: Optional[str] = MARKDOWN,
+    summary: bool = SUMMARY,
+    verbose: bool = VERBOSE,
+    strict: bool = STRICT,
+    no_smoke: bool = NO_SMOKE,
+    smoke_all: bool = SMOKE_ALL,
     require_gpu: bool = typer.Option(False, "--require-gpu", help="No GPU (or a skipped smoke test) fails."),
-    timeout: float = typer.Option(300.0, "--timeout", min=1.0, help="Seconds allowed per smoke-test child."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Bypass fa-doctor's FA4 compile cache."),
-    attention_backend: Optional[str] = typer.Option(
+    timeout: float = TIMEOUT,
+    no_cache: bool = NO_CACHE,
+    attention: Optional[str] = typer.Option(
         None, "--attention-backend", metavar="NAME", help="As given to SGLang (fa3, fa4, flashinfer, ...)."
     ),
-    prefill_backend: Optional[str] = typer.Option(None, "--prefill-attention-backend", metavar="NAME"),
-    decode_backend: Optional[str] = typer.Option(None, "--decode-attention-backend", metavar="NAME"),
-    gpus: Optional[str] = typer.Option(
-        None, "--gpus", metavar="LIST", help="Check and smoke-test only these CUDA indices, e.g. 0,2."
-    ),
-    no_color: bool = typer.Option(False, "--no-color", help="No colours (NO_COLOR is honoured too)."),
+    prefill: Optional[str] = typer.Option(None, "--prefill-attention-backend", metavar="NAME"),
+    decode: Optional[str] = typer.Option(None, "--decode-attention-backend", metavar="NAME"),
+    gpus: Optional[str] = GPUS,
+    gpu_arch: Optional[str] = GPU_ARCH,
+    no_color: bool = NO_COLOR,
 ) -> None:
     """Diagnose the FlashAttention install of a Python environment."""
-    from fa_doctor.probes.target import TargetError, TargetProbe
+    from fa_doctor.commands import check as command
+    from fa_doctor.output import run_and_deliver
 
-    wanted = python or sys.executable
-    early = (ctx.obj or {}).get("early_target") if isinstance(ctx.obj, dict) else None
-    # fa_doctor.entry started it before typer loaded; otherwise start it now, overlapping the imports below.
-    pending = early if isinstance(early, TargetProbe) and early.python == wanted else TargetProbe(wanted)
-    from fa_doctor.commands.check import CheckOptions, run_check
-    from fa_doctor.facts import BackendFlags
-    from fa_doctor.render.progress import progress_to_stderr
-
-    options = CheckOptions(
-        python=python,
-        flags=BackendFlags(attention_backend, prefill_backend, decode_backend),
-        smoke=not no_smoke,
-        smoke_all=smoke_all,
-        require_gpu=require_gpu,
-        strict=strict,
-        timeout=timeout,
-        use_cache=not no_cache,
-        gpu_indices=_gpu_list(gpus),
+    options = _check_options(**locals())
+    out = _outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    code, _ = run_and_deliver(
+        "check", lambda progress, early: command.run(options, progress, early), out, ctx, python=options.python
     )
-    color = not no_color and "NO_COLOR" not in os.environ
-    try:
-        with progress_to_stderr(color=color) as progress:
-            report = run_check(options, progress, pending)
-    except TargetError as exc:
-        report = error_report("check", str(exc))
-    emit(report, as_json=as_json, verbose=verbose, color=color)
-    raise typer.Exit(report.exit_code)
+    raise typer.Exit(code)
+
+
+@app.command(
+    "exec",
+    context_settings={"allow_interspersed_args": False},
+)
+def exec_(
+    ctx: typer.Context,
+    command_args: list[str] = typer.Argument(..., metavar="-- COMMAND ...", help="The server command to start."),
+    python: Optional[str] = PYTHON,
+    fmt: str = FORMAT,
+    as_json: bool = JSON,
+    junit: Optional[str] = JUNIT,
+    markdown: Optional[str] = MARKDOWN,
+    summary: bool = SUMMARY,
+    verbose: bool = VERBOSE,
+    strict: bool = STRICT,
+    no_smoke: bool = NO_SMOKE,
+    smoke_all: bool = SMOKE_ALL,
+    timeout: float = TIMEOUT,
+    no_cache: bool = NO_CACHE,
+    gpus: Optional[str] = GPUS,
+    gpu_arch: Optional[str] = GPU_ARCH,
+    no_color: bool = NO_COLOR,
+    warn_only: bool = typer.Option(False, "--warn-only", help="Start COMMAND even when a check fails."),
+    allow_no_gpu: bool = typer.Option(False, "--allow-no-gpu", help="Do not fail when no GPU is visible."),
+    unset_override: bool = typer.Option(
+        False, "--unset-override", help="Check and start COMMAND without SGLANG_FLASHATTENTION_VERSION."
+    ),
+) -> None:
+    """Check, then replace fa-doctor with COMMAND (same PID); the report goes to stderr."""
+    from fa_doctor.commands import exec as command
+    from fa_doctor.output import run_and_deliver
+
+    options = command.ExecOptions(
+        _check_options(require_gpu=False, **locals()),
+        tuple(command_args),
+        warn_only=warn_only,
+        allow_no_gpu=allow_no_gpu,
+        unset_override=unset_override,
+    )
+    out = _outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    planned, _ = command.plan(options)
+    code, result = run_and_deliver(
+        "exec",
+        lambda progress, early: command.run(options, progress, early),
+        out,
+        ctx,
+        python=planned.python,
+        stream=sys.stderr,
+    )
+    if not command.may_start(result, options):
+        raise typer.Exit(code)
+    raise typer.Exit(command.become(options.command, command.server_env(options)))
 
 
 def main(argv: list[str] | None = None, early: object = None) -> None:
-    """No traceback reaches the user, and --json always gets one JSON document. `early`: a TargetProbe already
-    started by fa_doctor.entry."""
+    """No traceback reaches the user, and a JSON format always gets one JSON document. `early`: a TargetProbe
+    already started by fa_doctor.entry."""
+    from fa_doctor.output import main_guard
+
     args = sys.argv[1:] if argv is None else argv
-    as_json = "--json" in args
-    try:
-        code = app(args=args, prog_name="fa-doctor", standalone_mode=False, obj={"early_target": early})
-    except KeyboardInterrupt:
-        sys.stderr.write("fa-doctor: interrupted\n")
-        sys.exit(130)
-    except BrokenPipeError:  # `fa-doctor check | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(EXIT_ERROR)
-    except Exception as exc:
-        usage = hasattr(exc, "exit_code") and hasattr(exc, "format_message")
-        message = exc.format_message() if usage else f"internal error: {type(exc).__name__}: {exc}"  # type: ignore[attr-defined]
-        if os.environ.get("FA_DOCTOR_DEBUG") and not usage:
-            raise
-        if as_json:
-            emit(error_report("check", message), as_json=True, verbose=False, color=False)
-        elif usage and hasattr(exc, "show"):
-            exc.show()
-        else:
-            sys.stderr.write(f"fa-doctor: {message}\n")
-        sys.exit(EXIT_ERROR)
-    sys.exit(code if isinstance(code, int) else 0)
+    sys.exit(main_guard(app, args, early))
+
+
+__all__ = ["EXIT_ERROR", "app", "main"]

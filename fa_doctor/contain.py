@@ -29,6 +29,20 @@ def crash_finding(name: str, exc: BaseException) -> Finding:
     )
 
 
+def probe_failed(exc: BaseException) -> Finding:
+    """A probe that every check depends on gave no answer: nothing else could be checked."""
+    return Finding(
+        "internal.probe_failed",
+        Severity.FAIL,
+        "fa-doctor could not read the environment",
+        f"{exc}. Every check needs what this probe reads, so none of them ran: this says nothing about your install "
+        "yet. A file that blocks when read (a FIFO or device named like package metadata) or a very slow file "
+        "system can cause it.",
+        {"error": f"{type(exc).__name__}: {exc}"},
+        (Remedy("Run it again with `--json` and report the output if it persists.", (ISSUES,)),),
+    )
+
+
 def contained(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:
     try:
         return list(check())

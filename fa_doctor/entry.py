@@ -1,23 +1,36 @@
 """Program entry: start the target probe before the CLI framework loads, then hand over to the CLI.
 
 The probe's child interpreter needs 20-50 ms to start (more with thousands of installed distributions);
-importing typer and the checks takes about as long. Started first, the child's start-up is hidden.
+importing typer and the checks takes about as long. Started first, the child's start-up is hidden. Every
+command that inspects a target gets that head start; the CLI re-reads the options and drops the early probe
+when it guessed another interpreter.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+
+# Commands that inspect a target interpreter.
+_TARGET_COMMANDS = ("check", "exec", "fix")
 
 
 def _early_python(args: list[str]) -> str | None:
-    """The interpreter `check` will inspect, read from argv the simple way (the CLI re-checks it)."""
-    if not args or args[0] != "check" or "--help" in args:
+    """The interpreter the command will inspect, read from argv the simple way, before `--`."""
+    if not args or args[0] not in _TARGET_COMMANDS or "--help" in args or "-h" in args:
         return None
-    for i, arg in enumerate(args):
-        if arg == "--python" and i + 1 < len(args):
-            return args[i + 1]
+    head = args[: args.index("--")] if "--" in args else args
+    for i, arg in enumerate(head):
+        if arg == "--python" and i + 1 < len(head):
+            return head[i + 1] or None
         if arg.startswith("--python="):
-            return arg.split("=", 1)[1]
+            return arg.split("=", 1)[1] or None
+    if args[0] == "exec":
+        if "--" not in args:
+            return None  # the command's own interpreter may be meant; the CLI finds out
+        from fa_doctor.commands.launch import parse_launch
+
+        return parse_launch(args[args.index("--") + 1 :], os.environ).python or sys.executable
     return sys.executable
 
 

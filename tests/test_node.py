@@ -132,12 +132,12 @@ def test_smoke_step_reports_per_gpu(fa4: FakeEnv, tmp_path: Path, monkeypatch: A
             visible_devices=kw["visible_devices"],
         ),
     )
-    from fa_doctor.commands.check import run_check
+    from fa_doctor.commands.check import run
 
-    report = run_check(CheckOptions(python=fa4.python, timeout=5))
+    report = run(CheckOptions(python=fa4.python, timeout=5))
     ids = [f.id for f in report.findings]
     assert "smoke.inconsistent" in ids and "smoke.timeout" in ids
-    assert report.smoke is not None and report.smoke["per_gpu"] == {"fa4": {"0": "passed", "1": "timeout"}}
+    assert report.check.smoke is not None and report.check.smoke.per_gpu == {"fa4": {"0": "passed", "1": "timeout"}}
     assert any(f.title.startswith("GPU 1: ") for f in report.findings if f.id == "smoke.timeout")
 
 

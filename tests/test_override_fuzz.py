@@ -12,9 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fa_doctor.commands.check import CheckOptions, gather, run_checks
+from fa_doctor.derive import derive
 from fa_doctor.facts import Facts
 from fa_doctor.probes.environment import OVERRIDE
-from fa_doctor.report import Report
+from fa_doctor.result import Result as Report
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def facts(tmp_path_factory: pytest.TempPathFactory) -> Facts:
 
 def report_for(facts: Facts, value: str) -> Report:
     f = dataclasses.replace(facts, env={**facts.env, OVERRIDE: value})
-    findings, _, _ = run_checks(f, CheckOptions())
+    findings = run_checks(f, derive(f), CheckOptions())
     return Report("check", tuple(findings))
 
 

@@ -1,87 +1,23 @@
-"""Golden output of each renderer, from a hand-made report (regenerate with FA_DOCTOR_REGOLD=1)."""
+"""Golden output of the human and JSON renderers, from a typed result (regenerate with FA_DOCTOR_REGOLD=1), and
+the render boundary: escaping and scrubbing happen once, for every format."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
 
+import pytest
+from samples import sample
+
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.render.human import HumanRenderer
-from fa_doctor.render.json import render_json
-from fa_doctor.report import SCHEMA, Report
+from fa_doctor.output import render
+from fa_doctor.render.base import FORMATS, Renderer, renderer_for
+from fa_doctor.render.escape import escape
+from fa_doctor.result import SCHEMA, Result, error_result, interrupted_result
 
 GOLDEN = Path(__file__).parent / "golden"
-
-
-def sample() -> Report:
-    return Report(
-        command="check",
-        findings=(
-            Finding(
-                "gpu.found",
-                Severity.OK,
-                "1 GPU(s) visible (via nvml)",
-                "GPU 0: NVIDIA H200 (sm_90)",
-                {"source": "nvml"},
-            ),
-            Finding(
-                "override.invalid",
-                Severity.FAIL,
-                "SGLANG_FLASHATTENTION_VERSION has an invalid value",
-                "SGLANG_FLASHATTENTION_VERSION='5' is not one of the documented values 2, 3 or 4.",
-                {"variable": "SGLANG_FLASHATTENTION_VERSION", "value": "'5'"},
-                (
-                    Remedy(
-                        "(1) Unset it.",
-                        ("unset SGLANG_FLASHATTENTION_VERSION", "export SGLANG_FLASHATTENTION_VERSION=3"),
-                    ),
-                ),
-            ),
-            Finding(
-                "knob.ignored",
-                Severity.WARN,
-                "flash-attn[cu13] built for [sm80, sm121]",
-                "Brackets must survive: [sm80, sm121] and flash-attn[triton].",
-                {"api_key": "s3cret"},
-                (Remedy("Reinstall.", ("/opt/venv/bin/python -m pip install 'flash-attn-4[cu13]'",)),),
-            ),
-        ),
-        target={"executable": "/opt/venv/bin/python", "version": "3.12.3"},
-        gpus={
-            "source": "nvml",
-            "driver_version": "580.159.04",
-            "devices": [{"index": 0, "name": "NVIDIA H200", "capability": "9.0"}],
-        },
-        torch={"version": "2.11.0+cu130", "cuda": "13.0"},
-        packages=[
-            {
-                "distribution": "flash-attn-4",
-                "version": "4.0.0b36",
-                "family": "fa4",
-                "location": "/opt/venv/lib/python3.12/site-packages",
-            }
-        ],
-        selection={
-            "fa_version": 3,
-            "prefill": {
-                "fa_version": 3,
-                "implementation": "fa3-sgl",
-                "backend": "fa3",
-                "source": "override",
-                "problems": [],
-            },
-            "decode": {
-                "fa_version": 3,
-                "implementation": "fa3-sgl",
-                "backend": "fa3",
-                "source": "override",
-                "problems": [],
-            },
-        },
-        timings={"total": 0.0421},
-    )
+HOSTILE = "2.8.3\x1b[2;1H\x1b[2K\x1b[32mStatus: OK\x1b]0;pwned\x07\r\u202e\udcff"
 
 
 def golden(name: str, text: str) -> None:
@@ -92,33 +28,52 @@ def golden(name: str, text: str) -> None:
 
 
 def test_json_golden() -> None:
-    text = render_json(sample())
+    text = render(sample(), "json")
     doc = json.loads(text)
     assert doc["schema"] == SCHEMA and doc["exit_code"] == 1 and doc["status"] == "fail"
+    assert doc["summary"] == {"ok": 1, "info": 1, "warn": 1, "fail": 1}
     assert doc["findings"][2]["evidence"]["api_key"] == "<hidden>"
-    assert "smoke" in doc and doc["smoke"] is None
-    golden("report.json", text + "\n")
+    assert doc["target"]["version"] == "3.12.3" and doc["gpus"]["devices"][0]["capability"] == "9.0"
+    assert doc["packages"][0]["family"] == "fa4" and doc["packages"][0]["distribution"] == "flash-attn-4"
+    assert doc["selection"]["prefill"]["implementation"] == "fa3-sgl"
+    assert doc["smoke"]["results"][0]["device"]["name"] == "NVIDIA H200"
+    assert doc["smoke"]["results"][0]["cases"][0]["max_abs_err"] == 0.0078
+    assert doc["timings_ms"] == {"total": 42.1, "smoke": 27100.0}
+    golden("report.json", text)
 
 
-def human(report: Report, verbose: bool) -> str:
-    stream = io.StringIO()
-    HumanRenderer(stream, verbose=verbose, color=False).render(report)
-    return stream.getvalue()
+def test_json_has_no_nan_and_no_repr() -> None:
+    result = Result("check", (Finding("x.y", Severity.WARN, "t", evidence={"a": float("nan"), "b": float("inf")}),))
+    doc = json.loads(render(result, "json"), parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+    assert doc["findings"][0]["evidence"] == {"a": None, "b": None}
 
 
 def test_human_golden_summary() -> None:
-    text = human(sample(), verbose=False)
+    text = render(sample(), "human")
     assert "[sm80, sm121]" in text and "flash-attn[triton]" in text  # markup off: brackets survive
-    assert "1 passing or informational finding(s) hidden" in text
+    assert "Status: FAIL — 1 failing, 1 warning(s), 1 ok, 1 info (exit 1)" in text
+    assert "(2 passing or informational finding(s) hidden" in text  # 1 + 1 + 1 + 1 shown or hidden: 4
     golden("report.txt", text)
 
 
 def test_human_golden_verbose() -> None:
-    golden("report-verbose.txt", human(sample(), verbose=True))
+    text = render(sample(), "human", verbose=True)
+    assert "{" not in text and "[{" not in text and "'index'" not in text  # no Python reprs
+    assert "devices:" in text and "NVIDIA H200" in text and "varlen_bf16_d128_causal" in text
+    assert text.count("flash-attn-4  4.0.0b36") == 1  # a package once
+    golden("report-verbose.txt", text)
 
 
 def test_human_error_report() -> None:
-    assert human(Report("check", error="--python '/x': no such file"), verbose=False).startswith("fa-doctor: --python")
+    assert render(error_result("check", "--python '/x': no such file"), "human").startswith("fa-doctor: --python")
+
+
+def test_interrupted_result_exit_codes() -> None:
+    assert interrupted_result("check", 2).exit_code == 130
+    assert interrupted_result("check", 15).exit_code == 143
+    assert interrupted_result("check", 1).exit_code == 129
+    doc = json.loads(render(interrupted_result("check", 15), "json"))
+    assert doc["error"] == "interrupted by SIGTERM" and doc["exit_code"] == 143 and doc["status"] == "fail"
 
 
 def test_every_severity_has_a_mark_and_exit_row() -> None:
@@ -126,11 +81,74 @@ def test_every_severity_has_a_mark_and_exit_row() -> None:
 
     for severity in Severity:
         assert severity in _MARK
-        code = Report("check", (Finding("x.y", severity, "t"),)).exit_code
+        code = Result("check", (Finding("x.y", severity, "t"),)).exit_code
         assert code == (1 if severity is Severity.FAIL else 0)
+        strict = Result("check", (Finding("x.y", severity, "t"),), strict=True).exit_code
+        assert strict == (1 if severity in (Severity.FAIL, Severity.WARN) else 0)
+    assert Result("check", (Finding("internal.check_crashed", Severity.FAIL, "t"),)).exit_code == 2
 
 
-def test_home_is_scrubbed(monkeypatch: object) -> None:
+@pytest.mark.parametrize("fmt", ["human", "json"])
+def test_home_is_scrubbed_except_in_commands(fmt: str) -> None:
     home = os.path.expanduser("~")
-    report = Report("check", (Finding("x.y", Severity.WARN, "t", f"at {home}/venv/lib"),))
-    assert f"{home}/" not in render_json(report) and "~/venv/lib" in render_json(report)
+    result = Result(
+        "check",
+        (
+            Finding(
+                "x.y",
+                Severity.WARN,
+                "t",
+                f"at {home}/venv/lib and /tmp{home}/x",
+                remedies=(Remedy("r", (f"{home}/venv/bin/python -m pip install x",)),),
+            ),
+        ),
+    )
+    text = render(result, fmt)
+    assert "~/venv/lib" in text and f"/tmp{home}/x" in text  # a home inside another path stays
+    assert f"{home}/venv/bin/python -m pip" in text  # commands keep absolute paths
+
+
+def test_url_credentials_are_hidden() -> None:
+    result = Result("check", (Finding("x.y", Severity.WARN, "t", evidence={"url": "https://user:tok@host/a.whl"}),))
+    text = render(result, "json")
+    assert "tok@" not in text and "https://***@host/a.whl" in text
+
+
+@pytest.mark.parametrize("fmt", ["human", "json"])
+def test_hostile_text_is_escaped_once_for_every_format(fmt: str) -> None:
+    result = Result(
+        "check",
+        (
+            Finding(
+                "package.found",
+                Severity.FAIL,
+                f"flash-attn {HOSTILE}",
+                HOSTILE,
+                {"version": HOSTILE},
+                (Remedy(HOSTILE, (f"pip install {HOSTILE}",)),),
+            ),
+        ),
+    )
+    text = render(result, fmt)
+    for raw in ("\x1b", "\x07", "\r", "\u202e", "\udcff"):
+        assert raw not in text
+    assert "\\x1b[2K" in text or "\\\\x1b[2K" in text  # visible, and escaped once (JSON doubles the backslash)
+
+
+def test_escape_keeps_newlines_and_tabs() -> None:
+    assert escape("a\nb\tc\x00d\x9be") == "a\nb\tc\\x00d\\x9be"
+
+
+def test_boundary_does_not_mutate_the_result() -> None:
+    result = Result("check", (Finding("x.y", Severity.WARN, HOSTILE),))
+    render(result, "json")
+    assert result.findings[0].title == HOSTILE
+
+
+def test_every_format_has_a_renderer() -> None:
+    for fmt in FORMATS:
+        try:
+            renderer = renderer_for(fmt)
+        except ModuleNotFoundError:
+            pytest.skip(f"{fmt} renderer not built yet")
+        assert isinstance(renderer, Renderer) and renderer.name == fmt

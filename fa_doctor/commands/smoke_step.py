@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fa_doctor.checks import node, remedies
+from fa_doctor.commands.options import CheckOptions
 from fa_doctor.contain import crash_finding
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.derive.selection import Selection
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy
 from fa_doctor.probes.gpu import GpuDevice
+from fa_doctor.result import DeviceSmoke, SmokeSection
 
 if TYPE_CHECKING:
-    from fa_doctor.commands.check import CheckOptions
+    from fa_doctor.derive import Derived
     from fa_doctor.smoke.runner import SmokeResult, SmokeTarget
 
 # (module, calling convention) a server really loads for each implementation key.
@@ -54,15 +56,14 @@ def pin_for(device: GpuDevice, facts: Facts) -> str:
 def smoke_step(
     facts: Facts,
     options: CheckOptions,
-    selection: Selection | None,
-    states: dict[str, ImplState],
+    derived: Derived,
     progress: Callable[[str], None] | None,
-) -> tuple[list[Finding], dict[str, Any] | None]:
+) -> tuple[list[Finding], SmokeSection]:
     from fa_doctor.checks.smoke import skipped_finding, smoke_findings
     from fa_doctor.smoke.runner import SmokeTarget
 
-    keys = smoke_keys(facts, selection, states, options.smoke_all)
-    section: dict[str, Any] = {"implementations": keys, "results": [], "per_gpu": {}}
+    keys = smoke_keys(facts, derived.selection, derived.states, options.smoke_all)
+    section = SmokeSection(tuple(keys))
     if not keys:
         return [skipped_finding("no FA implementation is selected or installed", require_gpu=False)], section
     if facts.torch is None:
@@ -76,6 +77,8 @@ def smoke_step(
         return remedies.reinstall(facts, key)
 
     findings: list[Finding] = []
+    rows: list[DeviceSmoke] = []
+    per_gpu: dict[str, dict[str, str]] = {}
     for key in keys:
         module, api = _API[key]
         if key == "fa4-sglang":
@@ -88,13 +91,13 @@ def smoke_step(
                 findings.append(_on_device(crash_finding("smoke", result), device, len(devices)))
                 statuses.append((device, "crashed"))
                 continue
-            section["results"].append({"device": device.to_dict(), **result.to_dict()})
+            rows.append(DeviceSmoke(device, result))
             statuses.append((device, result.status))
             for f in smoke_findings(result, reinstall=reinstall):
                 findings.append(_on_device(f, device, len(devices)))
-        section["per_gpu"][key] = {str(d.index): s for d, s in statuses}
+        per_gpu[key] = {str(d.index): s for d, s in statuses}
         findings += node.compare_smoke(key, statuses)
-    return findings, section
+    return findings, SmokeSection(tuple(keys), tuple(rows), per_gpu)
 
 
 def run_on_devices(

@@ -1,12 +1,15 @@
-"""The terminal report: summary first, failing findings with their fixes, details with -v."""
+"""The terminal report: summary first, failing findings with their fixes; with -v every finding's evidence as
+key/value lists and tables, then the packages, the smoke cases and the timings."""
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fa_doctor.finding import Finding, Severity
-from fa_doctor.report import Report
-from fa_doctor.scrub import scrub_text, scrub_tree
+from fa_doctor.render.base import Renderer
+from fa_doctor.result import CheckPayload, Result
 
 _MARK = {
     Severity.OK: ("✓", "green"),
@@ -17,56 +20,116 @@ _MARK = {
 _STATUS_STYLE = {"ok": "bold green", "warn": "bold yellow", "fail": "bold red"}
 
 
-def _selection_line(selection: dict[str, Any] | None) -> str:
-    if not selection:
+def scalar(value: Any) -> str:
+    """A value as a person reads it: never a Python repr of a list or a dict."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={scalar(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(scalar(v) for v in value) or "—"
+    return str(value)
+
+
+def selection_line(payload: CheckPayload) -> str:
+    sel = payload.selection
+    if sel is None:
         return "Selected: unknown (the selection check did not run)"
-    pre, dec = selection["prefill"], selection["decode"]
 
-    def one(p: dict[str, Any]) -> str:
-        if p["fa_version"] is None:
-            return f"{p['backend'] or 'nothing'} (not FA)"
-        return f"FA{p['fa_version']} [{p['implementation']}]" + (" — cannot run" if p["problems"] else "")
+    def one(version: int | None, backend: str | None, impl: str | None, problems: Sequence[str]) -> str:
+        if version is None:
+            return f"{backend or 'nothing'} (not FA)"
+        return f"FA{version} [{impl}]" + (" — cannot run" if problems else "")
 
-    if one(pre) == one(dec):
-        return f"Selected: {one(pre)} for prefill and decode ({pre['source']})"
-    return f"Selected: prefill {one(pre)} ({pre['source']}), decode {one(dec)} ({dec['source']})"
+    pre, dec = sel.prefill, sel.decode
+    a = one(pre.version, pre.backend, pre.implementation, pre.problems)
+    b = one(dec.version, dec.backend, dec.implementation, dec.problems)
+    if a == b:
+        return f"Selected: {a} for prefill and decode ({pre.source})"
+    return f"Selected: prefill {a} ({pre.source}), decode {b} ({dec.source})"
 
 
-def _gpu_line(report: Report) -> str:
-    gpus = report.gpus or {}
-    devices = gpus.get("devices") or []
-    torch = report.torch or {}
-    parts = [", ".join(f"GPU {d['index']} {d['name']} (cc {d['capability']})" for d in devices) or "no GPU"]
-    if gpus.get("driver_version"):
-        parts.append(f"driver {gpus['driver_version']}")
-    parts.append(f"torch {torch['version']} (CUDA {torch.get('cuda') or 'none'})" if torch else "no torch")
+def _cc(capability: tuple[int, int] | None) -> str:
+    return f"{capability[0]}.{capability[1]}" if capability else "unknown"
+
+
+def gpu_line(payload: CheckPayload) -> str:
+    gpus, torch = payload.gpus, payload.torch
+    devices = gpus.devices if gpus else ()
+    parts = [", ".join(f"GPU {d.index} {d.name} (cc {_cc(d.capability)})" for d in devices) or "no GPU"]
+    if gpus and gpus.driver_version:
+        parts.append(f"driver {gpus.driver_version}")
+    parts.append(f"torch {torch.version} (CUDA {torch.cuda or 'none'})" if torch else "no torch")
     return "GPUs: " + " · ".join(parts)
 
 
-class HumanRenderer:
-    def __init__(self, stream: TextIO, *, verbose: bool = False, color: bool = True) -> None:
+def _duration(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
+
+
+def summary_text(result: Result) -> str:
+    """Counts that add up to every finding, shown or hidden."""
+    c = result.counts
+    return f"{c[Severity.FAIL]} failing, {c[Severity.WARN]} warning(s), {c[Severity.OK]} ok, {c[Severity.INFO]} info"
+
+
+class HumanRenderer(Renderer):
+    name = "human"
+
+    def format(self, result: Result) -> str:
         from rich.console import Console
 
-        # markup=False: library strings such as "[sm80, sm121]" or "flash-attn[cu13]" must print as they are.
+        buffer = io.StringIO()
+        # markup=False: library strings such as "[sm80, sm121]" or "flash-attn[cu13]" print as they are.
         self.console = Console(
-            file=stream, markup=False, highlight=False, emoji=False, no_color=not color, soft_wrap=True
+            file=buffer,
+            markup=False,
+            highlight=False,
+            emoji=False,
+            force_terminal=self.color,
+            no_color=not self.color,
+            color_system="standard" if self.color else None,
+            width=self.width,
+            soft_wrap=True,
         )
-        self.verbose = verbose
-        # What the stream cannot encode (lone surrogates from odd bytes in paths, "✓" on an ASCII terminal) is
-        # escaped instead of ending the run with UnicodeEncodeError.
-        self.encoding = getattr(stream, "encoding", None) or "utf-8"
+        self._report(result)
+        return buffer.getvalue()
 
     def line(self, text: str, style: str | None = None, indent: int = 0) -> None:
         from rich.text import Text
 
         pad = " " * indent
-        safe = scrub_text(text).encode(self.encoding, "backslashreplace").decode(self.encoding)
         self.console.print(
-            Text(pad + safe.replace("\n", "\n" + pad), style=style or ""),
-            no_wrap=True,
-            overflow="ignore",
-            crop=False,
+            Text(pad + text.replace("\n", "\n" + pad), style=style or ""), no_wrap=True, overflow="ignore", crop=False
         )
+
+    def _report(self, result: Result) -> None:
+        if result.error:
+            self.line(f"fa-doctor: {result.error}", "bold red")
+            return
+        payload = result.check
+        target = payload.target
+        where = f"{target.executable} (Python {'.'.join(map(str, target.version))})" if target else ""
+        self.line(f"fa-doctor {result.command}" + (f" · {where}" if where else ""), "bold")
+        status = f"Status: {result.status.upper()} — {summary_text(result)} (exit {result.exit_code})"
+        self.line(status, _STATUS_STYLE.get(result.status))
+        if target is not None:
+            self.line(selection_line(payload))
+            self.line(gpu_line(payload))
+        self.line("")
+        order = sorted(result.findings, key=lambda f: -f.severity.rank)
+        shown = [f for f in order if self.verbose or f.severity in (Severity.FAIL, Severity.WARN)]
+        for f in shown:
+            self.finding(f)
+        hidden = len(order) - len(shown)
+        if hidden:
+            self.line(f"({hidden} passing or informational finding(s) hidden; -v shows them with evidence)", "dim")
+        if self.verbose:
+            self._details(result)
 
     def finding(self, f: Finding) -> None:
         mark, style = _MARK[f.severity]
@@ -78,40 +141,65 @@ class HumanRenderer:
             for command in remedy.commands:
                 self.line(command, "cyan", indent=8)
         if self.verbose and f.evidence:
-            for key, value in scrub_tree(dict(f.evidence)).items():
-                self.line(f"{key}: {value}", "dim", indent=4)
+            self.evidence(f.evidence, indent=4)
 
-    def render(self, report: Report) -> None:
-        if report.error:
-            self.line(f"fa-doctor: {report.error}", "bold red")
-            return
-        target = report.target or {}
-        counts = {s: sum(1 for f in report.findings if f.severity is s) for s in Severity}
-        self.line(
-            f"fa-doctor {report.command} · {target.get('executable', '?')} (Python {target.get('version', '?')})",
-            "bold",
-        )
-        summary = f"{counts[Severity.FAIL]} failing, {counts[Severity.WARN]} warning(s), {counts[Severity.OK]} ok"
-        self.line(
-            f"Status: {report.status.upper()} — {summary} (exit {report.exit_code})", _STATUS_STYLE.get(report.status)
-        )
-        self.line(_selection_line(dict(report.selection) if report.selection else None))
-        self.line(_gpu_line(report))
-        self.line("")
-        order = sorted(report.findings, key=lambda f: -f.severity.rank)
-        shown = [f for f in order if self.verbose or f.severity in (Severity.FAIL, Severity.WARN)]
-        for f in shown:
-            self.finding(f)
-        hidden = len(order) - len(shown)
-        if self.verbose:
-            self._details(report)
-        elif hidden:
-            self.line(f"({hidden} passing or informational finding(s) hidden; -v shows them with evidence)", "dim")
+    def evidence(self, values: Mapping[str, Any], indent: int) -> None:
+        for key, value in values.items():
+            if isinstance(value, Mapping) and value:
+                self.line(f"{key}:", "dim", indent)
+                self.evidence(value, indent + 2)
+            elif isinstance(value, (list, tuple)) and value and all(isinstance(v, Mapping) for v in value):
+                self.line(f"{key}:", "dim", indent)
+                self.table([dict(v) for v in value], indent + 2)
+            elif isinstance(value, (list, tuple)) and len(value) > 1 and any(len(scalar(v)) > 40 for v in value):
+                self.line(f"{key}:", "dim", indent)
+                for item in value:
+                    self.line(f"- {scalar(item)}", "dim", indent + 2)
+            else:
+                self.line(f"{key}: {scalar(value)}", "dim", indent)
 
-    def _details(self, report: Report) -> None:
-        self.line("")
-        self.line("Packages:", "bold")
-        for p in report.packages:
-            self.line(f"{p['distribution']} {p['version']}  [{p['family']}]  {p['location']}", indent=2)
-        if report.timings:
-            self.line("Timings: " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in report.timings.items()), "dim")
+    def table(self, rows: Sequence[Mapping[str, Any]], indent: int, title: str | None = None) -> None:
+        from rich.padding import Padding
+        from rich.table import Table
+
+        columns = list(dict.fromkeys(k for row in rows for k in row))
+        table = Table(*columns, title=title, show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for row in rows:
+            table.add_row(*(scalar(row.get(c)) for c in columns))
+        self.console.print(Padding(table, (0, 0, 0, indent), expand=False), crop=False)
+
+    def _details(self, result: Result) -> None:
+        payload = result.check
+        if payload.packages:
+            self.line("")
+            rows = [
+                {
+                    "distribution": p.dist.name,
+                    "version": p.dist.version,
+                    "family": p.family,
+                    "location": p.dist.location,
+                }
+                for p in payload.packages
+            ]
+            self.line("Packages:", "bold")
+            self.table(rows, 2)
+        cases = [
+            {
+                "GPU": s.device.index,
+                "implementation": s.result.key,
+                "case": c.name,
+                "max abs err": c.max_abs_err,
+                "tolerance": c.tolerance,
+                "passed": c.passed,
+                "seconds": c.seconds,
+            }
+            for s in (payload.smoke.results if payload.smoke else ())
+            for c in s.result.cases
+        ]
+        if cases:
+            self.line("")
+            self.line("Smoke cases:", "bold")
+            self.table(cases, 2)
+        if result.timings:
+            self.line("")
+            self.line("Timings: " + ", ".join(f"{k} {_duration(v)}" for k, v in result.timings.items()), "dim")

@@ -1,0 +1,39 @@
+"""What `check` (and `exec`, which runs it first) is asked to do."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fa_doctor.facts import BackendFlags
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    python: str | None = None
+    flags: BackendFlags = field(default_factory=BackendFlags)
+    smoke: bool = True
+    smoke_all: bool = False
+    require_gpu: bool = False
+    strict: bool = False
+    timeout: float = 300.0
+    use_cache: bool = True
+    gpu_indices: tuple[int, ...] | None = None  # --gpus: smoke-test only these CUDA indices
+    gpu_arch: tuple[str, ...] | None = None  # --gpu-arch: judge compiled extensions against these (no GPU needed)
+    gpu_timeout: float = 10.0
+    scan_timeout: float = 60.0
+    env: Mapping[str, str] | None = None
+
+
+def parse_gpus(value: str | None) -> tuple[int, ...] | None:
+    """`--gpus 0,2` (already validated by the CLI) as unique CUDA indices, in the order given."""
+    if value is None:
+        return None
+    return tuple(dict.fromkeys(int(p.strip()) for p in value.split(",")))
+
+
+def parse_gpu_arch(value: str) -> tuple[str, ...]:
+    """`--gpu-arch sm_90,sm_100a` or `9.0,10.0`: the GPUs a CI image is built for. ValueError says what is wrong."""
+    from fa_doctor.checks.binary import parse_gpu_arch as parse
+
+    return parse(value)

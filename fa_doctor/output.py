@@ -1,0 +1,232 @@
+"""Delivery: run a command under the signal path, render its result in the chosen format to the right stream,
+write the CI files beside it, and turn anything that goes wrong on the way into an exit code, never a traceback.
+
+stdout carries only the product (the report, or one JSON document); progress and errors go to stderr. `exec`
+sends its report to stderr too: the server's stdout stays its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from fa_doctor.result import EXIT_ERROR, Result, error_result, interrupted_result
+
+Run = Callable[[Callable[[str], None], Any], Result]
+
+
+@dataclass(frozen=True)
+class Outputs:
+    format: str = "human"
+    verbose: bool = False
+    no_color: bool = False
+    junit: str | None = None
+    markdown: str | None = None
+    step_summary: bool = False
+
+    def color(self, stream: IO[str]) -> bool:
+        return not self.no_color and "NO_COLOR" not in os.environ and _isatty(stream)
+
+
+def _isatty(stream: IO[str] | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (ValueError, OSError):
+        return False
+
+
+def _width(stream: IO[str]) -> int:
+    if _isatty(stream):
+        with contextlib.suppress(OSError, ValueError):
+            return max(80, os.get_terminal_size(stream.fileno()).columns)
+    return 120
+
+
+def render(result: Result, fmt: str, *, verbose: bool = False, color: bool = False, width: int = 120) -> str:
+    from fa_doctor.render.base import renderer_for
+
+    return renderer_for(fmt, verbose=verbose, color=color, width=width).render(result)
+
+
+def write(stream: IO[str], text: str) -> None:
+    """Text the stream's encoding cannot hold (✓ on an ASCII terminal, lone surrogates) is escaped, not fatal."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    stream.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
+    stream.flush()
+
+
+def _write_file(path: str, text: str, append: bool = False) -> str | None:
+    try:
+        with open(path, "a" if append else "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return None
+
+
+def deliver(result: Result, out: Outputs, stream: IO[str] | None = None) -> int:
+    """Render to the stream and the files; the result's exit code, or 2 when something could not be written."""
+    problems: list[str] = []
+    if stream is None:
+        stream = sys.stderr if (result.error and out.format == "human") else sys.stdout
+    text = render(result, out.format, verbose=out.verbose, color=out.color(stream), width=_width(stream))
+    for path, fmt in ((out.junit, "junit"), (out.markdown, "markdown")):
+        if path:
+            problems += filter(None, [_write_file(path, render(result, fmt))])
+    if out.step_summary:
+        target = os.environ.get("GITHUB_STEP_SUMMARY")
+        if target:
+            problems += filter(None, [_write_file(target, render(result, "markdown"), append=True)])
+        else:
+            sys.stderr.write("fa-doctor: --step-summary: GITHUB_STEP_SUMMARY is not set; no summary written\n")
+    try:
+        write(stream, text)
+    except BrokenPipeError:  # `fa-doctor check | head`: the reader left; say nothing more
+        _silence(stream)
+        return EXIT_ERROR
+    for problem in problems:
+        sys.stderr.write(f"fa-doctor: {problem}\n")
+    return EXIT_ERROR if problems else result.exit_code
+
+
+def _silence(stream: IO[str]) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+def run_and_deliver(
+    name: str, run: Run, out: Outputs, ctx: Any, *, python: str | None, stream: IO[str] | None = None
+) -> tuple[int, Result]:
+    from fa_doctor.interrupt import Interrupted
+    from fa_doctor.probes.target import TargetError, TargetProbe
+    from fa_doctor.render.progress import progress_to_stderr
+
+    early = (ctx.obj or {}).get("early_target") if isinstance(ctx.obj, dict) else None
+    # fa_doctor.entry started it before typer loaded; use it when it probes the interpreter this run wants.
+    if not (isinstance(early, TargetProbe) and early.python == (python or sys.executable)):
+        early = None
+    try:
+        with progress_to_stderr(color=out.color(sys.stderr)) as progress:
+            result = run(progress, early)
+    except TargetError as exc:
+        result = error_result(name, str(exc))
+    except Interrupted as exc:
+        result = interrupted_result(name, exc.signum)
+        sys.stderr.write(f"fa-doctor: {result.error}\n")
+    return deliver(result, out, stream), result
+
+
+# ---- the outermost guard -------------------------------------------------------------------------------
+
+
+def requested_format(app: Any, args: Sequence[str]) -> str:
+    """The format asked for, read with the command's own option declarations (values are skipped, and nothing
+    after `--` or after exec's COMMAND counts): a usage error still answers in that format."""
+    import typer.main
+
+    fmt, as_json = "human", False
+    # typer vendors click from 0.28 on (typer._click): duck-typed, so either works.
+    commands = getattr(typer.main.get_command(app), "commands", {})
+    command = commands.get(args[0]) if args else None
+    if command is None:
+        return "human"
+    takes_value = {
+        opt: not getattr(p, "is_flag", False)
+        for p in command.params
+        if getattr(p, "param_type_name", "") == "option"
+        for opt in p.opts
+    }
+    stops_at_positional = not getattr(command, "allow_interspersed_args", True)
+    rest = list(args[1:])
+    while rest:
+        token = rest.pop(0)
+        if token == "--":
+            break
+        if not token.startswith("-") or token == "-":
+            if stops_at_positional:
+                break
+            continue
+        name, eq, value = token.partition("=")
+        if name == "--json":
+            as_json = True
+        elif name == "--format":
+            fmt = value if eq else (rest.pop(0) if rest else fmt)
+        elif takes_value.get(name) and not eq and rest:
+            rest.pop(0)
+    from fa_doctor.render.base import FORMATS
+
+    return "json" if as_json else fmt if fmt in FORMATS else "human"
+
+
+def _ensure_streams() -> bool:
+    """A closed stdout or stderr (`>&-`, `2>&-`) becomes /dev/null; True when stdout was lost."""
+    lost = False
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+        lost = True
+    return lost
+
+
+def _usage_error(exc: Exception) -> bool:
+    """click's UsageError/ClickException, from click or from typer's vendored copy."""
+    return hasattr(exc, "exit_code") and hasattr(exc, "format_message") and hasattr(exc, "show")
+
+
+def main_guard(app: Any, args: list[str], early: object) -> int:
+    from fa_doctor import proc
+    from fa_doctor.interrupt import Interrupted, handled
+
+    stdout_lost = _ensure_streams()
+    command = args[0] if args and not args[0].startswith("-") else "fa-doctor"
+    try:
+        with handled():
+            try:
+                code = app(args=args, prog_name="fa-doctor", standalone_mode=False, obj={"early_target": early})
+            except Interrupted as exc:
+                result = interrupted_result(command, exc.signum)
+                sys.stderr.write(f"fa-doctor: {result.error}\n")
+                code = _error_out(app, args, result)
+            except BrokenPipeError:
+                _silence(sys.stdout)
+                code = EXIT_ERROR
+            except Exception as exc:
+                if type(exc).__name__ == "Abort":  # click's word for an interrupt it caught itself
+                    code = _error_out(app, args, interrupted_result(command, 2))
+                elif _usage_error(exc):
+                    if requested_format(app, args) == "human":
+                        exc.show()  # type: ignore[attr-defined]
+                        code = EXIT_ERROR
+                    else:
+                        message = exc.format_message()  # type: ignore[attr-defined]
+                        code = _error_out(app, args, error_result(command, message))
+                else:
+                    if os.environ.get("FA_DOCTOR_DEBUG"):
+                        raise
+                    message = f"internal error: {type(exc).__name__}: {exc}"
+                    code = _error_out(app, args, error_result(command, message))
+    finally:
+        proc.terminate_all()  # the early target probe of a usage error, anything a crash left behind
+    code = code if isinstance(code, int) else 0
+    if stdout_lost and code in (0, 1):
+        sys.stderr.write("fa-doctor: stdout is closed: the report could not be written\n")
+        return EXIT_ERROR
+    return code
+
+
+def _error_out(app: Any, args: Sequence[str], result: Result) -> int:
+    fmt = requested_format(app, args)
+    stream = sys.stderr if (fmt == "human" or (args and args[0] == "exec")) else sys.stdout
+    try:
+        return deliver(result, Outputs(fmt), stream)
+    except BrokenPipeError:
+        return result.exit_code
+    except Exception as exc:  # the last line of defence: a plain message, never a traceback
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"fa-doctor: {result.error} (and the report failed: {type(exc).__name__}: {exc})\n")
+        return result.exit_code

@@ -1,0 +1,118 @@
+"""The one result type every command returns, and the exit-code contract made from it.
+
+A command (`fa_doctor/commands/*.py`) returns a `Result`: its name, its findings, a typed payload (a frozen
+dataclass of its own: `CheckPayload` for `check` and `exec`, others for `fix` and `explain`), timings and
+the exit code. Nothing here is a dict: renderers (`fa_doctor/render/`) turn it into text, and only the JSON
+renderer turns it into dicts.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fa_doctor.finding import Finding, Severity
+
+if TYPE_CHECKING:
+    from fa_doctor.derive.selection import Selection
+    from fa_doctor.probes.distributions import Distribution
+    from fa_doctor.probes.gpu import GpuDevice, GpuFacts
+    from fa_doctor.probes.target import TargetFacts
+    from fa_doctor.probes.torch_build import TorchBuild
+    from fa_doctor.smoke import SmokeResult
+
+SCHEMA = "fa-doctor.report/1"
+
+EXIT_OK = 0  # healthy, or warnings only
+EXIT_FAIL = 1  # a failing finding (or a warning under --strict)
+EXIT_ERROR = 2  # misuse, or fa-doctor itself failed
+# Ended by a signal: 128 + the signal's number, as shells report it.
+EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+
+
+@dataclass(frozen=True)
+class PackageRow:
+    """One installed distribution of interest, with the FA family it belongs to."""
+
+    dist: Distribution
+    family: str | None
+
+
+@dataclass(frozen=True)
+class DeviceSmoke:
+    """One smoke child's result on one GPU."""
+
+    device: GpuDevice
+    result: SmokeResult
+
+
+@dataclass(frozen=True)
+class SmokeSection:
+    implementations: tuple[str, ...] = ()
+    results: tuple[DeviceSmoke, ...] = ()
+    per_gpu: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # implementation -> GPU -> status
+
+
+@dataclass(frozen=True)
+class CheckPayload:
+    """What `check` found, typed: renderers read fields, not dict keys."""
+
+    target: TargetFacts | None = None
+    gpus: GpuFacts | None = None
+    torch: TorchBuild | None = None
+    packages: tuple[PackageRow, ...] = ()
+    selection: Selection | None = None
+    smoke: SmokeSection | None = None
+
+
+@dataclass(frozen=True)
+class Result:
+    command: str
+    findings: tuple[Finding, ...] = ()
+    payload: Any = None  # a frozen dataclass of the command's own (CheckPayload, ...), or None
+    timings: Mapping[str, float] = field(default_factory=dict)  # seconds
+    strict: bool = False
+    error: str | None = None  # set when fa-doctor could not do its job at all
+    signal: int | None = None  # set when a signal ended the run
+
+    @property
+    def worst(self) -> Severity:
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=Severity.OK)
+
+    @property
+    def status(self) -> str:
+        if self.error or self.signal is not None:
+            return "fail"
+        worst = self.worst
+        return "fail" if worst is Severity.FAIL else "warn" if worst is Severity.WARN else "ok"
+
+    @property
+    def counts(self) -> dict[Severity, int]:
+        return {s: sum(1 for f in self.findings if f.severity is s) for s in Severity}
+
+    @property
+    def exit_code(self) -> int:
+        if self.signal is not None:
+            return EXIT_SIGNAL.get(signal.Signals(self.signal), 128 + self.signal)
+        if self.error or any(f.id.startswith("internal.") for f in self.findings):
+            return EXIT_ERROR
+        worst = self.worst
+        if worst is Severity.FAIL or (self.strict and worst is Severity.WARN):
+            return EXIT_FAIL
+        return EXIT_OK
+
+    @property
+    def check(self) -> CheckPayload:
+        """The check payload, or an empty one (renderers of other commands' results read it too)."""
+        return self.payload if isinstance(self.payload, CheckPayload) else CheckPayload()
+
+
+def error_result(command: str, message: str) -> Result:
+    return Result(command=command, error=message)
+
+
+def interrupted_result(command: str, signum: int) -> Result:
+    name = signal.Signals(signum).name
+    return Result(command=command, error=f"interrupted by {name}", signal=signum)
