@@ -152,9 +152,10 @@ class TestNvidiaSmi:
         )
         facts = probe_gpus("py", smi_env(tmp_path, f"cat <<'EOF'\n{out}EOF\n"))
         assert facts.devices == (
-            GpuDevice(0, 0, "NVIDIA A100-SXM4-80GB", None, None, None),
+            GpuDevice(0, 0, "NVIDIA A100-SXM4-80GB", None, None, None, "[N/A]"),
             GpuDevice(1, 1, "Weird, Inc. GPU", (8, 6), 24576, UUID1),
         )
+        assert not facts.devices[0].capability_known  # unknown, not healthy: a check can warn
         assert facts.driver_version == "550.54.15"
 
     @pytest.mark.parametrize(
@@ -495,6 +496,7 @@ def test_to_dict_is_json_ready() -> None:
                 "capability": "9.0",
                 "memory_mib": 143771,
                 "uuid": UUID1,
+                "capability_raw": None,
             }
         ],
         "driver_version": "580.159.04",

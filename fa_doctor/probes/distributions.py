@@ -14,10 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fa_doctor.families import is_interesting, normalize
+from fa_doctor.probes.files import read, read_text
 from fa_doctor.probes.modules import listdir
 
 # RECORDs of these are large and own nothing in FA namespaces: skip reading them.
 _SKIP_RECORD = frozenset({"torch", "sglang", "vllm", "transformers", "flashinfer-python"})
+# Read limits: METADATA headers come first; a RECORD of an FA package is well under a megabyte.
+_METADATA_BYTES = 1 << 20
+_RECORD_BYTES = 8 << 20
+_SMALL_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -73,12 +78,8 @@ def _version_from_dirname(dirname: str) -> str:
     return parts[1] if len(parts) > 1 else "?"
 
 
-def _read(path: str, limit: int = 8 << 20) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit)
-    except OSError:
-        return None
+def _read(path: str, limit: int = _RECORD_BYTES) -> str | None:
+    return read_text(path, limit)
 
 
 def parse_headers(text: str) -> dict[str, list[str]]:
@@ -108,7 +109,7 @@ def _record_files(text: str) -> tuple[str, ...]:
 
 
 def _direct_url(meta_dir: str) -> tuple[str | None, str | None]:
-    raw = _read(os.path.join(meta_dir, "direct_url.json"), 1 << 16)
+    raw = _read(os.path.join(meta_dir, "direct_url.json"), _SMALL_BYTES)
     if not raw:
         return None, None
     try:
@@ -128,10 +129,13 @@ def _direct_url(meta_dir: str) -> tuple[str | None, str | None]:
 def _load(entry: str, meta_dir: str) -> Distribution:
     dirname = os.path.basename(os.path.dirname(meta_dir) if meta_dir.endswith("EGG-INFO") else meta_dir)
     is_dist_info = dirname.endswith(".dist-info")
-    head_text = _read(os.path.join(meta_dir, "METADATA" if is_dist_info else "PKG-INFO"), 1 << 20)
+    meta_name = "METADATA" if is_dist_info else "PKG-INFO"
+    meta = read(os.path.join(meta_dir, meta_name), _METADATA_BYTES)
+    head_text = meta.text()
     guess = _name_from_dirname(dirname)
     if head_text is None:
-        return Distribution(guess, guess, "?", entry, meta_dir, problem="no METADATA file")
+        why = f"no {meta_name} file" if meta.missing else f"{meta_name} is {meta.problem}"
+        return Distribution(guess, guess, "?", entry, meta_dir, problem=why)
     headers = parse_headers(head_text)
     name = (headers.get("name") or [""])[0] or guess
     version = (headers.get("version") or [""])[0] or "?"
@@ -139,9 +143,9 @@ def _load(entry: str, meta_dir: str) -> Distribution:
     norm = normalize(name)
     requires = tuple(headers.get("requires-dist", ()))
     if not is_dist_info:
-        requires_txt = _read(os.path.join(meta_dir, "requires.txt"), 1 << 16) or ""
+        requires_txt = _read(os.path.join(meta_dir, "requires.txt"), _SMALL_BYTES) or ""
         requires = tuple(line.strip() for line in requires_txt.split("[", 1)[0].splitlines() if line.strip())
-    top_text = _read(os.path.join(meta_dir, "top_level.txt"), 1 << 16) or ""
+    top_text = _read(os.path.join(meta_dir, "top_level.txt"), _SMALL_BYTES) or ""
     files: tuple[str, ...] | None = None
     if norm in _SKIP_RECORD:  # large RECORDs that own nothing in FA namespaces: not read
         files = None
@@ -150,7 +154,7 @@ def _load(entry: str, meta_dir: str) -> Distribution:
         if record:
             files = _record_files(record)
     else:
-        sources = _read(os.path.join(meta_dir, "installed-files.txt"), 1 << 22)
+        sources = _read(os.path.join(meta_dir, "installed-files.txt"), _RECORD_BYTES)
         if sources:
             files = tuple(
                 os.path.relpath(os.path.normpath(os.path.join(meta_dir, p)), entry) for p in sources.splitlines() if p

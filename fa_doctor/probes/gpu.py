@@ -8,13 +8,11 @@ on mixed machines ``index`` may not match what CUDA calls that device.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +22,9 @@ from glob import glob
 from itertools import takewhile
 from typing import Any, TypeVar
 
+from fa_doctor import proc
+from fa_doctor.probes.files import read_text
+
 _T = TypeVar("_T")
 
 _PROC_VERSION = "/proc/driver/nvidia/version"
@@ -31,7 +32,10 @@ _PROC_VERSION = "/proc/driver/nvidia/version"
 _TORCH_MIN_TIMEOUT = 60.0
 _SMI_FIELDS = ("index", "uuid", "name", "compute_cap", "memory.total", "driver_version")
 _NA = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]"}
-_ORDINAL = re.compile(r"[+-]?\d+")
+_ORDINAL = re.compile(r"[+-]?[0-9]+")
+_ASCII_INT = re.compile(r"[0-9]{1,9}")  # str.isdigit() also takes "²", which int() refuses
+_CAPABILITY = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})")
+_MAX_OUTPUT = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -41,9 +45,15 @@ class GpuDevice:
     index: int
     physical_index: int
     name: str
-    capability: tuple[int, int] | None
+    capability: tuple[int, int] | None  # None: not reported, or reported in a form that cannot be read
     memory_mib: int | None
     uuid: str | None
+    # What the source said when it is not a plain "major.minor" ("9.0a", "[N/A]", ""); None when it was read.
+    capability_raw: str | None = None
+
+    @property
+    def capability_known(self) -> bool:
+        return self.capability is not None
 
     def to_dict(self) -> dict[str, object]:
         out = asdict(self)
@@ -177,32 +187,17 @@ def _probe_nvml(timeout: float) -> _Found | str:
 
 
 def _run(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str] | str:
+    """Exit status and output, or why there is none. A background child left holding the pipes neither
+    extends the bound nor costs the output (proc.Child kills what the command leaves behind)."""
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env),
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
+        done = proc.run(argv, timeout, env=env, max_output=_MAX_OUTPUT)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         return f"could not start {argv[0]}: {exc}"
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        # Kill the whole session so grandchildren cannot keep our pipes open; never wait long for a
-        # process stuck in the driver (uninterruptible sleep ignores SIGKILL).
-        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=1)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+    if done.timed_out:
         return f"timed out after {timeout:g}s"
-    return proc.returncode, out, err
+    if done.returncode is None:
+        return "could not be reaped after it exited"
+    return done.returncode, done.out(), done.err()
 
 
 def _first_line(*texts: str) -> str:
@@ -217,9 +212,17 @@ def _na(value: str) -> str | None:
     return None if value.lower() in _NA else value
 
 
-def _capability(value: str | None) -> tuple[int, int] | None:
-    m = re.fullmatch(r"(\d+)\.(\d+)", value or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
+def _capability(value: str) -> tuple[tuple[int, int] | None, str | None]:
+    """(major, minor) from "9.0", or None and the text as given: "9.0a" or "[N/A]" is not a capability to
+    trust, and a check must be able to say so rather than take the GPU as healthy."""
+    m = _CAPABILITY.fullmatch(value.strip())
+    if m:
+        return (int(m.group(1)), int(m.group(2))), None
+    return None, value.strip()[:64]
+
+
+def _int(value: str | None) -> int | None:
+    return int(value) if value is not None and _ASCII_INT.fullmatch(value) else None
 
 
 def _parse_smi(stdout: str, with_cap: bool) -> tuple[list[GpuDevice], str | None]:
@@ -228,12 +231,13 @@ def _parse_smi(stdout: str, with_cap: bool) -> tuple[list[GpuDevice], str | None
     for line in stdout.splitlines():
         head = line.split(",", 2)
         tail = head[-1].rsplit(",", 3 if with_cap else 2) if len(head) == 3 else []
-        if len(tail) != (4 if with_cap else 3) or not head[0].strip().isdigit():
+        index = _int(head[0].strip())
+        if len(tail) != (4 if with_cap else 3) or index is None:
             continue  # garbage line; a name holding commas still lands whole in tail[0]
-        index, mem, cap = int(head[0]), _na(tail[-2]), _capability(_na(tail[1])) if with_cap else None
+        cap, raw = _capability(tail[1]) if with_cap else (None, None)
         driver = driver or _na(tail[-1])
-        mib = int(mem) if mem and mem.isdigit() else None
-        devices.append(GpuDevice(index, index, _na(tail[0]) or "unknown", cap, mib, _na(head[1])))
+        mib = _int(_na(tail[-2]))
+        devices.append(GpuDevice(index, index, _na(tail[0]) or "unknown", cap, mib, _na(head[1]), raw))
     return devices, driver
 
 
@@ -267,17 +271,20 @@ def _driver_present() -> bool:
 
 
 def _proc_driver_version() -> str | None:
-    try:
-        with open(_PROC_VERSION, encoding="utf-8", errors="replace") as f:
-            m = re.search(r"Kernel Module\s+(?:for \S+\s+)?(\d+(?:\.\d+)+)", f.read(4096))
-    except OSError:
-        return None
+    text = read_text(_PROC_VERSION, 4096)
+    m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9]+(?:\.[0-9]+)+)", text) if text else None
     return m.group(1) if m else None
 
 
 # Runs in the target interpreter, so CUDA_VISIBLE_DEVICES is applied by CUDA itself there.
+# The working directory is set aside for the standard-library imports (a json.py there must not break us) and
+# put back for torch's, which the server would import from there too.
 _TORCH_SCRIPT = """
-import ctypes, json, torch
+import sys
+head = [sys.path.pop(0)] if sys.path and not getattr(sys.flags, "safe_path", False) else []
+import ctypes, json
+sys.path[:0] = head
+import torch
 props = [torch.cuda.get_device_properties(i) for i in range(torch.cuda.device_count())]
 devs = [{"name": p.name, "major": p.major, "minor": p.minor, "memory": p.total_memory,
          "uuid": "GPU-%s" % p.uuid if getattr(p, "uuid", None) is not None else None} for p in props]

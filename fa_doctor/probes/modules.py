@@ -14,6 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from fa_doctor.probes.files import is_regular, read
+
+# extend_path is called near the top of an __init__.py; the rest is not read.
+_INIT_BYTES = 65536
+
 
 @dataclass(frozen=True)
 class ModuleSpot:
@@ -57,35 +62,36 @@ def _extension_pattern(python: tuple[int, int]) -> re.Pattern[str]:
 
 
 def _find_in(directory: str, leaf: str, ext: re.Pattern[str]) -> tuple[str, str] | None:
-    """(kind, origin) for `leaf` in one directory, or ("namespace", dir), or None."""
+    """(kind, origin) for `leaf` in one directory, or ("namespace", dir), or None.
+
+    As importlib's FileFinder, only a regular file counts as a module or an ``__init__``: a FIFO or device
+    named ``__init__.py`` leaves a namespace portion (and is never opened).
+    """
     names = listdir(directory)
     if leaf in names:
         pkg = os.path.join(directory, leaf)
         inner = listdir(pkg)
-        if "__init__.py" in inner or "__init__.pyc" in inner:
-            return "package", os.path.join(pkg, "__init__.py" if "__init__.py" in inner else "__init__.pyc")
-        if any(n.startswith("__init__.") and n.endswith(".so") for n in inner):
+        for init in ("__init__.py", "__init__.pyc"):
+            if init in inner and is_regular(os.path.join(pkg, init)):
+                return "package", os.path.join(pkg, init)
+        if any(n.startswith("__init__.") and n.endswith(".so") and is_regular(os.path.join(pkg, n)) for n in inner):
             return "package", pkg
         if os.path.isdir(pkg):
             return "namespace", pkg
     for n in by_stem(directory).get(leaf, ()):
         if n.endswith(".so"):
             m = ext.match(n)
-            if m and m.group("name") == leaf:
+            if m and m.group("name") == leaf and is_regular(os.path.join(directory, n)):
                 return "extension", os.path.join(directory, n)
-    if leaf + ".py" in names:
-        return "module", os.path.join(directory, leaf + ".py")
-    if leaf + ".pyc" in names:
-        return "module", os.path.join(directory, leaf + ".pyc")
+    for suffix in (".py", ".pyc"):
+        if leaf + suffix in names and is_regular(os.path.join(directory, leaf + suffix)):
+            return "module", os.path.join(directory, leaf + suffix)
     return None
 
 
 def _uses_extend_path(init_file: str) -> bool:
-    try:
-        with open(init_file, "rb") as fh:
-            return b"extend_path" in fh.read(65536)
-    except OSError:
-        return False
+    data = read(init_file, _INIT_BYTES).data
+    return data is not None and b"extend_path" in data
 
 
 def _search(leaf: str, locations: Sequence[str], ext: re.Pattern[str], name: str) -> ModuleSpot:

@@ -2,30 +2,53 @@
 
 from __future__ import annotations
 
-import json
+import ast
 import os
 import subprocess
 from dataclasses import dataclass
 
-# Runs inside the target. `python -c` puts the working directory first on sys.path, as
-# `python -m sglang.launch_server` does, so a source checkout in the cwd shows up as it would there.
+from fa_doctor import proc
+
+_MARK = "FA-DOCTOR-TARGET "
+_MAX_OUTPUT = 4 << 20  # a sys.path of thousands of entries still fits
+_PY2 = "FA-DOCTOR-PY2 "
+# Runs inside the target, and must parse under Python 2 too so that it can say so. `python -c` puts the working
+# directory first on sys.path, as `python -m sglang.launch_server` does: the script sets that entry aside while
+# it runs (so a json.py or platform.py there cannot break it; it imports nothing beyond what start-up loaded)
+# and reports it where the server will have it. The answer is a Python literal, read with ast.literal_eval.
 _SCRIPT = r"""
-import json, os, platform, sys
+import sys
+if sys.version_info[0] < 3:
+    sys.stdout.write("FA-DOCTOR-PY2 %d.%d.%d\n" % tuple(sys.version_info[:3]))
+    sys.exit(3)
+head = [sys.path.pop(0)] if sys.path and not getattr(sys.flags, "safe_path", False) else []
+import os
+try:
+    cwd = os.getcwd()
+except OSError:
+    cwd = None
 try:
     libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
 except (AttributeError, ValueError, OSError):
     libc = ""
-print(json.dumps({
+paths = []
+for p in head + sys.path:
+    if os.path.isabs(p):
+        paths.append(p)
+    elif cwd is not None:
+        paths.append(os.path.join(cwd, p) if p else cwd)
+sys.stdout.write("FA-DOCTOR-TARGET " + repr({
     "executable": sys.executable,
     "version": list(sys.version_info[:3]),
     "implementation": sys.implementation.name,
     "prefix": sys.prefix,
     "base_prefix": sys.base_prefix,
-    "sys_path": [os.path.abspath(p) if p else os.getcwd() for p in sys.path],
-    "machine": platform.machine(),
+    "sys_path": [os.path.normpath(p) for p in paths],
+    "cwd": cwd,
+    "machine": os.uname().machine,
     "libc": libc,
     "no_site": bool(sys.flags.no_site),
-}))
+}) + "\n")
 """
 
 
@@ -45,6 +68,7 @@ class TargetFacts:
     libc: str | None  # "glibc 2.36"
     in_venv: bool
     no_site: bool
+    cwd: str | None = None  # the target's working directory; None when it was deleted
 
     @property
     def python_tag(self) -> str:
@@ -66,54 +90,73 @@ class TargetFacts:
 
 class TargetProbe:
     """The target's answer, asked for as early as possible: the child starts at once and is read later, so its
-    start-up overlaps fa-doctor's own imports."""
+    start-up overlaps fa-doctor's own imports. ``result()`` waits at most ``timeout`` seconds, however long a
+    grandchild of the target (a ``.pth`` that forks) holds its pipes; ``close()`` ends a probe whose answer is
+    no longer wanted (the proc module's exit hook does it otherwise)."""
 
     def __init__(self, python: str, timeout: float = 15.0) -> None:
         self.python, self.timeout = python, timeout
         self.error: TargetError | None = None
-        self.proc: subprocess.Popen[str] | None = None
+        self.child: proc.Child | None = None
         if not python or "\x00" in python:
             self.error = TargetError("--python needs the path of a Python interpreter")
-        elif os.sep in python and not os.path.exists(python):
+        elif os.sep in python and not os.path.lexists(python):
             self.error = TargetError(f"--python {python!r}: no such file")
+        elif os.sep in python and os.path.isdir(python):
+            self.error = TargetError(f"--python {python!r} is a directory, not a Python interpreter")
         else:
             try:
-                self.proc = subprocess.Popen(
-                    [python, "-c", _SCRIPT],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    errors="replace",
-                )
+                self.child = proc.Child([python, "-c", _SCRIPT])
             except FileNotFoundError:
                 self.error = TargetError(f"--python {python!r}: not found")
             except PermissionError:
                 self.error = TargetError(f"--python {python!r}: not executable")
-            except OSError as exc:
-                self.error = TargetError(f"--python {python!r}: cannot run it ({exc.strerror or exc})")
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                reason = getattr(exc, "strerror", None) or exc
+                self.error = TargetError(f"--python {python!r}: cannot run it ({reason})")
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.kill(reap=0.5)
+            self.child = None
+            self.error = self.error or TargetError("the target probe was closed")
 
     def result(self) -> TargetFacts:
-        if self.error is not None or self.proc is None:
+        if self.error is not None or self.child is None:
             raise self.error or TargetError("no interpreter to inspect")
-        python, proc = self.python, self.proc
-        try:
-            stdout, stderr = proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise TargetError(f"--python {python!r}: gave no answer within {self.timeout:.0f} s") from None
-        if proc.returncode != 0:
-            tail = (stderr.strip().splitlines() or ["no output"])[-1]
-            raise TargetError(
-                f"--python {python!r} is not a working Python interpreter (exit {proc.returncode}: {tail})"
-            )
-        return _parse(python, stdout)
+        python, child = self.python, self.child
+        done = child.collect(self.timeout, max_output=_MAX_OUTPUT)
+        self.child = None
+        self.error = _failure(python, done, self.timeout)
+        if self.error is not None:
+            raise self.error
+        return _parse(python, done.out())
+
+
+def _failure(python: str, done: proc.Completed, timeout: float) -> TargetError | None:
+    out = done.out()
+    if done.timed_out:
+        return TargetError(f"--python {python!r}: gave no answer within {timeout:g} s")
+    py2 = [line for line in out.splitlines() if line.startswith(_PY2)]
+    if py2:
+        version = py2[-1][len(_PY2) :].strip()[:20]
+        return TargetError(
+            f"--python {python!r} is Python {version}: Python 2 is not supported (SGLang needs Python 3)"
+        )
+    if done.returncode != 0:
+        lines = [line.strip() for line in done.err().splitlines() if line.strip()]
+        status = f"signal {-done.returncode}" if done.returncode is not None and done.returncode < 0 else "exit"
+        code = "" if status != "exit" else f" {done.returncode}"
+        tail = lines[-1][:300] if lines else "no output"
+        return TargetError(f"--python {python!r} is not a working Python interpreter ({status}{code}: {tail})")
+    return None
 
 
 def _parse(python: str, stdout: str) -> TargetFacts:
+    # The last marked line: a .pth may print before us, or print lines that imitate us before we run.
+    lines = [line for line in stdout.splitlines() if line.startswith(_MARK)]
     try:
-        data = json.loads(stdout.strip().splitlines()[-1])
+        data = ast.literal_eval(lines[-1][len(_MARK) :])
         version = tuple(int(v) for v in data["version"])
         return TargetFacts(
             python=python,
@@ -126,8 +169,9 @@ def _parse(python: str, stdout: str) -> TargetFacts:
             libc=str(data["libc"]) or None,
             in_venv=data["prefix"] != data["base_prefix"],
             no_site=bool(data["no_site"]),
+            cwd=None if data.get("cwd") is None else str(data["cwd"]),
         )
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, SyntaxError, RecursionError, MemoryError):
         raise TargetError(f"--python {python!r} did not answer like a CPython 3 interpreter") from None
 
 

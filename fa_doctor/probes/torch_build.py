@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from fa_doctor.probes.files import open_regular, read
+
 _FIELDS = ("__version__", "cuda", "hip")
 # version.py is a few hundred bytes; anything far larger is not torch's and not worth parsing.
 _MAX_VERSION_PY = 1 << 20
@@ -19,6 +21,8 @@ _CMAKE_ABI = re.compile(rb"-D_GLIBCXX_USE_CXX11_ABI=([01])")
 # Mangled names of the new-ABI std::string/list live in namespace std::__cxx11; the old ABI has none.
 _CXX11_MARK = b"St7__cxx11"
 _CHUNK = 1 << 20
+# libc10.so is a few MB; past this, whatever the file is, the ABI stays unknown rather than read on and on.
+_MAX_LIB = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -47,12 +51,12 @@ def _find_torch(sys_path: Sequence[str]) -> str | None:
 def _version_fields(path: str) -> dict[str, str | None]:
     """Top-level ``name = 'str' | None`` (plain or annotated) assignments; last one wins, as on exec."""
     found: dict[str, str | None] = {}
+    text = read(path, _MAX_VERSION_PY)
+    if text.data is None or text.truncated:
+        return found
     try:
-        if os.path.getsize(path) > _MAX_VERSION_PY:
-            return found
-        with open(path, "rb") as f:
-            tree = ast.parse(f.read(), filename=path)
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = ast.parse(text.data, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return found
     for node in tree.body:
         if isinstance(node, ast.Assign):
@@ -71,11 +75,8 @@ def _version_fields(path: str) -> dict[str, str | None]:
 
 def _cmake_abi(pkg: str) -> bool | None:
     path = os.path.join(pkg, "share", "cmake", "Torch", "TorchConfig.cmake")
-    try:
-        with open(path, "rb") as f:
-            m = _CMAKE_ABI.search(f.read(_MAX_VERSION_PY))
-    except OSError:
-        return None
+    data = read(path, _MAX_VERSION_PY).data
+    m = _CMAKE_ABI.search(data) if data is not None else None
     return m.group(1) == b"1" if m else None
 
 
@@ -83,15 +84,17 @@ def _lib_abi(pkg: str) -> bool | None:
     path = os.path.join(pkg, "lib", "libc10.so")
     tail = b""
     try:
-        with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
+        with open_regular(path) as f:
+            for _ in range(_MAX_LIB // _CHUNK):
+                if not (chunk := f.read(_CHUNK)):
+                    return False
                 # Keep a marker-sized overlap so a match split across two chunks is still seen.
                 if _CXX11_MARK in tail + chunk:
                     return True
                 tail = chunk[-(len(_CXX11_MARK) - 1) :]
     except OSError:
         return None
-    return False
+    return None  # larger than any libc10.so: not read to the end
 
 
 def read_torch_build(sys_path: Sequence[str]) -> TorchBuild | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import hashlib
 import importlib
 import json
 import math
@@ -97,6 +98,80 @@ def dist_versions(names: list[str]) -> dict[str, str]:
         except Exception:  # absent or broken metadata is just "unknown"
             continue
     return found
+
+
+# What a compiled FA4 kernel depends on beyond the cache's own key (FA4 hashes its sources and the CuTe DSL
+# version, not the target arch): every FA4/CuTe variable except the cache locations set below.
+_CACHE_PREFIXES = ("CUTE_DSL_", "FLASH_ATTENTION_", "FLASH_ATTN_", "FA_", "CUTLASS_", "SGLANG_CUTE_", "TVM_FFI_")
+_CACHE_OWN = frozenset(
+    {
+        "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED",
+        "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR",
+        "SGLANG_CUTE_AOT_CACHE_DIR",
+        "CUTE_DSL_CACHE_DIR",
+        "CUTE_DSL_DISABLE_FILE_CACHING",
+        "FA_DOCTOR_RUN",
+    }
+)
+_CACHE_DIRS = {
+    "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": "flash-attn",  # flash-attn-4 and SGLang's older vendored copy
+    "SGLANG_CUTE_AOT_CACHE_DIR": "sglang-aot",  # SGLang's vendored FA4 (sglang.kernels.jit.cute_aot_cache)
+    "CUTE_DSL_CACHE_DIR": "cute-dsl",  # the CuTe DSL's own file cache
+}
+
+
+def cache_identity(config: dict[str, Any], torch: Any) -> dict[str, Any]:
+    """What the child's result depends on: a cache filled under different values must not be used."""
+    device = str(config["device"])
+    gpu = device
+    if device.startswith("cuda"):
+        try:
+            major, minor = torch.cuda.get_device_capability(0)
+            gpu = f"{torch.cuda.get_device_name(0)} sm_{major}{minor}"
+        except Exception as exc:  # no usable GPU: the device phase reports it; the identity only needs to differ
+            gpu = f"unknown ({type(exc).__name__})"
+    env = {k: v for k, v in os.environ.items() if k.startswith(_CACHE_PREFIXES) and k not in _CACHE_OWN}
+    return {
+        "env": dict(sorted(env.items())),
+        "versions": dist_versions(list(config.get("cache_dists", []))),
+        "gpu": gpu,
+        "torch": str(torch.__version__),
+        "python": sys.version.split()[0],
+        "module": str(config["module"]),
+    }
+
+
+def use_cache(channel: Channel, config: dict[str, Any], torch: Any) -> None:
+    """Point every FA4 compile cache at a folder named by the identity's hash, before the module is imported
+    (flash-attn-4 reads its variables at import)."""
+    identity = cache_identity(config, torch)
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    folder = os.path.join(str(config["cache_root"]), key)
+    try:
+        for sub in _CACHE_DIRS.values():
+            os.makedirs(os.path.join(folder, sub), mode=0o700, exist_ok=True)
+        warm = any(os.listdir(os.path.join(folder, sub)) for sub in _CACHE_DIRS.values())
+        note = os.path.join(folder, "identity.json")
+        if not os.path.exists(note):
+            with open(note, "w", encoding="utf-8") as fh:
+                json.dump(identity, fh, indent=1, sort_keys=True)
+    except OSError as exc:
+        channel.emit("warning", text=f"FA4 compile cache disabled: cannot use {folder}: {exc}")
+        disable_cache()
+        return
+    os.environ["FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED"] = "1"
+    os.environ.pop("CUTE_DSL_DISABLE_FILE_CACHING", None)
+    for name, sub in _CACHE_DIRS.items():
+        os.environ[name] = os.path.join(folder, sub)
+    channel.emit("info", cache_dir=folder, cache_warm=warm, cache_key=key)
+
+
+def disable_cache() -> None:
+    """No persistent cache anywhere: not FA4's, not SGLang's (an empty value keeps it in memory), not the DSL's."""
+    os.environ["FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED"] = "0"
+    os.environ.pop("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", None)
+    os.environ["SGLANG_CUTE_AOT_CACHE_DIR"] = ""
+    os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
 
 
 def attend(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
@@ -231,6 +306,10 @@ def main(config: dict[str, Any]) -> None:
     env["cxx11abi"] = str(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", "unknown"))
     seen: set[str] = set()
     module = str(config["module"])
+    if config.get("cache_root"):
+        use_cache(channel, config, torch)
+    elif config.get("api") == "cute":
+        disable_cache()
     with watch_warnings() as caught:
         try:
             mod = importlib.import_module(module)

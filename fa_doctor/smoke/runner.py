@@ -2,25 +2,26 @@
 
 The child (child.py) is started as `python -c <source>` so that sys.path[0] is the working directory, as it is
 for `python -m sglang...`; running it by path would put fa_doctor/smoke/ first on sys.path. It reports JSON
-lines on a private pipe; this module reads them in a thread (live progress, partial results survive a crash),
-bounds the run with a timeout that kills the child's whole process group, and classifies the errors.
+lines on a private pipe; this module reads them as they come (live progress, partial results survive a crash)
+through fa_doctor.proc, which bounds the run and leaves no process of the child's behind, and classifies the
+errors. Nothing on the pipe is trusted: a malformed line is dropped, a malformed field is ignored.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
+import math
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from fa_doctor import proc
 from fa_doctor.smoke import APIS, CaseResult, SmokeResult, SmokeTarget, case_specs
 from fa_doctor.smoke.classify import ImportProblem, classify
 
@@ -32,7 +33,16 @@ _DISTS = {
     "cute": ("flash-attn-4", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-core", "quack-kernels", "apache-tvm-ffi"),
     "vllm": ("vllm",),
 }
+# What the FA4 compile cache's identity records the versions of (see child.cache_identity).
+_CACHE_DISTS = (*_DISTS["cute"], "nvidia-cutlass-dsl-libs-base", "sglang", "sglang-kernel", "torch")
 _TAIL = 4096
+# Bounds on what the child may send: it runs the target's code, which may write anything on the pipe.
+_MAX_LINE = 1 << 20
+_MAX_EVENTS = 10000
+_MAX_WARNINGS = 50
+_MAX_TEXT = 8000
+_MAX_CHAIN = 20
+_NAME = 200
 
 
 def default_cache_dir(env: Mapping[str, str] | None = None) -> str:
@@ -57,35 +67,28 @@ def run_smoke(
     visible_devices: str | None = None,
     progress: Callable[[str], None] | None = None,
     env: Mapping[str, str] | None = None,
+    reap_seconds: float = 10.0,
 ) -> SmokeResult:
+    """Run the child, at most ``timeout`` s; then it and everything it started are gone (fa_doctor.proc).
+
+    FA4 (api "cute") with ``use_cache``: the child caches compiled kernels under ``cache_dir`` (default
+    ``~/.cache/fa-doctor/cute-dsl``) in a subfolder named by the hash of what they depend on (see
+    child.cache_identity), never in the user's FA4, SGLang or CuTe DSL caches. Without it, no cache is used.
+    """
     if target.api not in APIS:
         raise ValueError(f"unknown FA api {target.api!r}; expected one of {', '.join(APIS)}")
     child_env = dict(os.environ if env is None else env)
     notes: list[str] = []
     used_cache: str | None = None
-    warm = False
-    if target.api == "cute":
-        if use_cache:
-            path = os.path.abspath(cache_dir or default_cache_dir(child_env))
-            try:
-                os.makedirs(path, mode=0o700, exist_ok=True)
-                with os.scandir(path) as entries:
-                    warm = any(True for _ in entries)
-                used_cache = path
-            except OSError as exc:
-                notes.append(f"FA4 compile cache disabled: cannot create {path}: {exc}")
-        child_env["FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED"] = "1" if used_cache else "0"
-        if used_cache:
-            child_env["FLASH_ATTENTION_CUTE_DSL_CACHE_DIR"] = used_cache
+    if target.api == "cute" and use_cache:
+        path = os.path.abspath(cache_dir or default_cache_dir(child_env))
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            used_cache = path
+        except OSError as exc:
+            notes.append(f"FA4 compile cache disabled: cannot create {path}: {exc}")
     if visible_devices is not None:
         child_env["CUDA_VISIBLE_DEVICES"] = visible_devices
-    messages = {
-        "import": f"importing {target.module}",
-        "first_call": "compiling FA4 kernels (first run)"
-        if target.api == "cute" and not warm
-        else "running first FA kernel call",
-        "check": "checking against fp32 reference",
-    }
     base: dict[str, Any] = {
         "key": target.key,
         "module": target.module,
@@ -93,7 +96,7 @@ def run_smoke(
         "python": python,
         "timeout": timeout,
         "visible_devices": visible_devices,
-        "cache_dir": used_cache,
+        "cache_dir": None,
     }
     specs = case_specs(target.api)
     config = {
@@ -103,188 +106,192 @@ def run_smoke(
         "cases": list(specs),
         "seed": 0,
         "dists": list(_DISTS[target.api]),
+        "cache_root": used_cache,
+        "cache_dists": list(_CACHE_DISTS) if target.api == "cute" else [],
     }
-    reader = _Reader(messages, progress)
+    reader = _Reader(target.module, target.api == "cute", progress)
     start = time.perf_counter()
     rfd, wfd = os.pipe()
     try:
-        proc = subprocess.Popen(
-            [python, "-c", child_source(), json.dumps({**config, "fd": wfd})],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(wfd,),
-            env=child_env,
-            start_new_session=True,
+        child = proc.Child(
+            [python, "-c", child_source(), json.dumps({**config, "fd": wfd})], env=child_env, pass_fds=(wfd,)
         )
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         os.close(rfd)
         os.close(wfd)
         phases = {"total": time.perf_counter() - start}
         return SmokeResult(status="crashed", phases=phases, stderr_tail=f"cannot start {python}: {exc}", **base)
     os.close(wfd)
-    threads = reader.start(rfd, proc)
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    finally:
-        # On timeout (or Ctrl-C: the child's own session does not get SIGINT) the child; otherwise any helper
-        # processes it left behind.
-        _kill_group(proc)
-    # A child stuck in the kernel (uninterruptible GPU wait) cannot be reaped: report without its exit status.
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=10.0)
-    for thread in threads:
-        thread.join(timeout=2.0)
+    # A child stuck in the kernel (uninterruptible GPU wait) cannot be reaped: it is reported without its status.
+    done = child.collect(timeout, max_output=_TAIL, extra={rfd: reader.feed}, reap=reap_seconds)
     total = time.perf_counter() - start
-    return reader.result(base, specs, proc.returncode, timed_out, total, notes)
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    return reader.result(base, specs, done, total, notes)
 
 
 class _Reader:
-    """Collects the child's events and output tails from reader threads."""
+    """Collects the child's events, one JSON object a line, trusting none of it (the target may write
+    anything on that pipe)."""
 
-    def __init__(self, messages: Mapping[str, str], progress: Callable[[str], None] | None) -> None:
-        self.messages = messages
+    def __init__(self, module: str, cute: bool, progress: Callable[[str], None] | None) -> None:
+        self.module, self.cute = module, cute
         self.progress = progress
         self.events: list[dict[str, Any]] = []
-        self.tails: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
-        self.lock = threading.Lock()
+        self.pending = bytearray()
+        self.skipping = False  # inside a line longer than _MAX_LINE: dropped up to its end
+        self.warm = False
 
-    def start(self, rfd: int, proc: subprocess.Popen[bytes]) -> list[threading.Thread]:
-        assert proc.stdout is not None and proc.stderr is not None
-        jobs: list[Callable[[], None]] = [
-            functools.partial(self._events, os.fdopen(rfd, "rb")),
-            functools.partial(self._tail, proc.stdout, "stdout"),
-            functools.partial(self._tail, proc.stderr, "stderr"),
-        ]
-        threads = [threading.Thread(target=job, daemon=True, name="fa-doctor-smoke") for job in jobs]
-        for thread in threads:
-            thread.start()
-        return threads
+    def feed(self, chunk: bytes) -> None:
+        self.pending += chunk
+        while (end := self.pending.find(b"\n")) >= 0:
+            line = bytes(self.pending[:end])
+            del self.pending[: end + 1]
+            if not self.skipping:
+                self._line(line)
+            self.skipping = False
+        if len(self.pending) > _MAX_LINE:
+            self.pending.clear()
+            self.skipping = True
 
-    def _events(self, stream: IO[bytes]) -> None:
-        # A reader thread must never die with a traceback on the user's terminal.
-        with stream, contextlib.suppress(OSError):
-            for line in stream:
+    def _line(self, line: bytes) -> None:
+        if len(self.events) >= _MAX_EVENTS:
+            return
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            return  # a line cut short by a crash, or garbage
+        if not isinstance(event, dict):
+            return
+        self.events.append(event)
+        if event.get("event") == "info" and event.get("cache_warm") is True:
+            self.warm = True
+        if event.get("event") == "phase" and event.get("state") == "start" and self.progress:
+            message = self._message(event.get("name"))
+            if message:
                 try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue  # a line cut short by a crash
-                if not isinstance(event, dict):
-                    continue
-                with self.lock:
-                    self.events.append(event)
-                if event.get("event") == "phase" and event.get("state") == "start" and self.progress:
-                    message = self.messages.get(str(event.get("name")))
-                    if message:
-                        try:
-                            self.progress(message)
-                        except Exception:  # a broken progress callback must not lose results
-                            self.progress = None
+                    self.progress(message)
+                except Exception:  # a broken progress callback must not lose results
+                    self.progress = None
 
-    def _tail(self, stream: IO[bytes], name: str) -> None:
-        with stream, contextlib.suppress(OSError):
-            while chunk := os.read(stream.fileno(), 65536):
-                with self.lock:
-                    buf = self.tails[name]
-                    buf += chunk
-                    del buf[:-_TAIL]
+    def _message(self, name: object) -> str | None:
+        if name == "import":
+            return f"importing {self.module}"
+        if name == "first_call":
+            return (
+                "compiling FA4 kernels (first run)" if self.cute and not self.warm else "running first FA kernel call"
+            )
+        if name == "check":
+            return "checking against fp32 reference"
+        return None
 
     def result(
         self,
         base: dict[str, Any],
         specs: tuple[dict[str, Any], ...],
-        rc: int | None,
-        timed_out: bool,
+        done: proc.Completed,
         total: float,
         notes: list[str],
     ) -> SmokeResult:
-        with self.lock:
-            events = list(self.events)
-            stdout = self.tails["stdout"].decode("utf-8", "replace")
-            stderr = self.tails["stderr"].decode("utf-8", "replace")
+        rc, timed_out = done.returncode, done.timed_out
         starts: dict[str, float] = {}
         ends: dict[str, float] = {}
         info: dict[str, Any] = {}
         by_name = {str(s["name"]): s for s in specs}
-        cases: list[tuple[CaseResult, bool]] = []
+        cases: list[CaseResult] = []
         warns = list(notes)
         failure: dict[str, Any] | None = None
-        import_failed = done = False
-        for ev in events:
+        import_failed = finished = False
+        raised: list[dict[str, Any]] = []
+        for ev in self.events:
             kind = ev.get("event")
             if kind == "phase":
-                (starts if ev.get("state") == "start" else ends)[str(ev.get("name"))] = float(ev.get("t", 0.0))
+                t = _finite(ev.get("t"))
+                if t is not None and isinstance(ev.get("name"), str):
+                    (starts if ev.get("state") == "start" else ends)[ev["name"][:_NAME]] = t
             elif kind == "info":
                 info.update(ev)
-            elif kind == "warning":
-                warns.append(str(ev.get("text")))
-            elif kind == "case" and str(ev.get("name")) in by_name:
-                cases.append((_case(by_name[str(ev.get("name"))], ev), ev.get("error") is not None))
+            elif kind == "warning" and len(warns) < _MAX_WARNINGS:
+                warns.append(_text(ev.get("text")) or "")
+            elif kind == "case" and isinstance(ev.get("name"), str) and ev["name"] in by_name:
+                cases.append(_case(by_name[ev["name"]], ev))
+                if ev.get("error") is not None:
+                    raised.append(_error(ev.get("error")))
             elif kind in ("import_error", "fatal") and failure is None:
                 failure, import_failed = ev, kind == "import_error"
             elif kind == "done":
-                done = True
+                finished = True
         phases = {name: ends[name] - starts[name] for name in ends if name in starts}
         phases["total"] = total
         # import_torch is a part of import: name the outer phase.
         running = [name for name in starts if name not in ends and name != "import_torch"]
-        raised = [ev.get("error") for ev in events if ev.get("event") == "case" and ev.get("error")]
         if import_failed:
             status = "import_failed"
         elif timed_out:
             status = "timeout"
         elif failure is not None:
             status = "failed"
-        elif not done:
+        elif not finished:
             status = "crashed"
         elif raised:
             status, failure = "failed", raised[0]
         else:
-            status = "passed" if all(c.passed for c, _ in cases) else "mismatch"
+            status = "passed" if all(c.passed for c in cases) else "mismatch"
         sig = None
         if rc is not None and rc < 0 and not timed_out:
             try:
                 sig = signal.Signals(-rc).name
             except ValueError:
                 sig = f"signal {-rc}"
+        environment = info.get("environment")
+        if isinstance(info.get("cache_dir"), str) and base["cache_dir"] is None:
+            base = {**base, "cache_dir": _text(info["cache_dir"])}
         return SmokeResult(
             status=status,
             phases=phases,
-            cases=tuple(c for c, _ in cases),
+            cases=tuple(cases),
             error=_problem(failure) if failure is not None and status in ("import_failed", "failed") else None,
             signal=sig,
             returncode=rc,
-            stderr_tail=stderr,
-            stdout_tail=stdout,
+            stderr_tail=done.err(),
+            stdout_tail=done.out(),
             warnings=tuple(warns),
-            module_file=_opt(info.get("module_file")),
-            flash_attn_origin=_opt(info.get("flash_attn_origin")),
-            device_name=_opt(info.get("device_name")),
+            module_file=_text(info.get("module_file")),
+            flash_attn_origin=_text(info.get("flash_attn_origin")),
+            device_name=_text(info.get("device_name")),
             last_phase=running[-1] if running and status in ("crashed", "timeout") else None,
-            environment={str(k): str(v) for k, v in dict(info.get("environment") or {}).items()},
+            environment={
+                _text(k, _NAME) or "": _text(v) or ""
+                for k, v in (environment.items() if isinstance(environment, dict) else ())
+            },
             **base,
         )
 
 
-def _opt(value: object) -> str | None:
-    return None if value is None else str(value)
+def _finite(value: object) -> float | None:
+    """A number the report can hold: JSON has no NaN or Infinity, and a bool is not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _text(value: object, limit: int = _MAX_TEXT) -> str | None:
+    return None if value is None else str(value)[:limit]
+
+
+def _error(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {"type": "Error", "message": _text(value)}
 
 
 def _case(spec: Mapping[str, Any], ev: Mapping[str, Any]) -> CaseResult:
     err = ev.get("error")
-    text = f"{err.get('type')}: {err.get('message')}" if isinstance(err, dict) else _opt(ev.get("problem"))
-    max_err = ev.get("max_abs_err")
+    if isinstance(err, dict):
+        text: str | None = f"{_text(err.get('type'), _NAME)}: {_text(err.get('message'))}"
+    elif err is not None:
+        text = _text(err)
+    else:
+        text = _text(ev.get("problem"))
+    value = _finite(ev.get("max_abs_err"))
     tol = float(spec["tolerance"])
-    value = float(max_err) if isinstance(max_err, (int, float)) else None
-    seconds = ev.get("seconds")
     return CaseResult(
         name=str(spec["name"]),
         function=str(spec["function"]),
@@ -294,15 +301,16 @@ def _case(spec: Mapping[str, Any], ev: Mapping[str, Any]) -> CaseResult:
         max_abs_err=value,
         tolerance=tol,
         passed=text is None and value is not None and value <= tol,
-        seconds=float(seconds) if isinstance(seconds, (int, float)) else None,
+        seconds=_finite(ev.get("seconds")),
         error=text,
     )
 
 
 def _problem(ev: Mapping[str, Any]) -> ImportProblem:
-    chain = [str(c) for c in ev.get("chain") or []]
-    problem = classify(str(ev.get("type", "")), str(ev.get("message", "")), chain)
-    extra = {"traceback": str(ev.get("traceback", "")), "stage": str(ev.get("stage", "call"))}
+    chain_in = ev.get("chain")
+    chain = [_text(c) or "" for c in chain_in[:_MAX_CHAIN]] if isinstance(chain_in, list) else []
+    problem = classify(_text(ev.get("type"), _NAME) or "", _text(ev.get("message")) or "", chain)
+    extra = {"traceback": _text(ev.get("traceback")) or "", "stage": _text(ev.get("stage"), _NAME) or "call"}
     return replace(problem, evidence={**problem.evidence, **extra})
 
 

@@ -1,0 +1,315 @@
+"""The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind.
+
+Every child gets a new session (so its process group is its pid and a terminal's Ctrl-C does not reach it
+directly) and a unique ``FA_DOCTOR_RUN`` token in its environment. ``Child.collect`` reads stdout, stderr and
+any extra pipes with ``select`` until a deadline, keeping at most ``max_output`` bytes of each stream. It never
+waits on a pipe past the deadline, nor past a short grace after the child itself has exited: a grandchild that
+inherited the pipe cannot extend the bound. When the child exits, and at the deadline, every process left of
+it is killed:
+
+- its process group (what it forked, unless that called ``setsid``);
+- its live descendants, found through ``/proc/<pid>/task/*/children`` (catches ``setsid`` while the parent
+  lives);
+- every process of ours whose environment carries the child's token (catches a ``setsid`` grandchild whose
+  parent already exited, so that it was re-parented to init and no tree walk can find it).
+
+Why not ``PR_SET_CHILD_SUBREAPER``: it is process-wide, it would make fa-doctor the parent of every orphan of
+every child (zombies to reap, waits racing ``subprocess``'s own), and when several smoke children run at once
+it cannot say whose orphan is whose. The token names the owner exactly. Its limit: a descendant that both
+leaves the session and clears its environment (a deliberate daemon) is not found once its parent has exited.
+
+Signal contract: the live children are in a module registry. ``terminate_all(sig)`` sends ``sig`` to each
+child's group and leftovers, waits up to ``grace`` seconds, then SIGKILLs what is left. It takes no lock and
+may be called from a signal handler in the main thread while other threads are inside ``collect``; those
+calls then return with the child's signal as its exit status. An ``atexit`` hook does the same with SIGKILL,
+so a child still running when the interpreter exits (typer's ``Exit``, an early usage error) is not orphaned.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+TOKEN_VAR = "FA_DOCTOR_RUN"
+_PROC = "/proc"
+_CHUNK = 65536
+_counter = itertools.count(1)
+_LIVE: dict[int, Child] = {}  # pid -> child; plain dict operations are atomic, so no lock (see terminate_all)
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a bounded run produced. ``returncode`` is None when the child could not be reaped (it was killed
+    at the deadline and is stuck in the kernel) or is negative for a signal, as in ``subprocess``."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    truncated: bool  # some output beyond max_output was dropped (the tail is kept)
+    seconds: float
+
+    def out(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+    def err(self) -> str:
+        return self.stderr.decode("utf-8", "replace")
+
+
+class Child:
+    """A started child. Raises OSError (FileNotFoundError, PermissionError, ...) or ValueError when it cannot
+    start, as ``subprocess.Popen`` does."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        pass_fds: Sequence[int] = (),
+    ) -> None:
+        self.token = f"{os.getpid()}-{next(_counter)}-{time.monotonic_ns()}"
+        child_env = dict(os.environ if env is None else env)
+        child_env[TOKEN_VAR] = self.token
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=child_env,
+            cwd=cwd,
+            pass_fds=tuple(pass_fds),
+            start_new_session=True,
+        )
+        self.pid = self.proc.pid
+        _LIVE[self.pid] = self
+
+    def collect(
+        self,
+        timeout: float,
+        *,
+        max_output: int = 1 << 20,
+        extra: Mapping[int, Callable[[bytes], None]] | None = None,
+        grace: float = 0.5,
+        reap: float = 2.0,
+    ) -> Completed:
+        """Read until every pipe is closed or the child has exited (plus ``grace`` for the pipes to drain), at
+        most ``timeout`` seconds; then kill what is left. ``extra`` maps more read fds (closed here) to a
+        callback for each chunk. Any exception (KeyboardInterrupt included) kills the child before it
+        propagates."""
+        start = time.monotonic()
+        deadline = start + max(0.0, timeout)
+        bufs = {"stdout": bytearray(), "stderr": bytearray()}
+        truncated = timed_out = False
+        sel = selectors.DefaultSelector()
+        pidfd = _pidfd(self.pid)
+        try:
+            for name in ("stdout", "stderr"):
+                stream = getattr(self.proc, name)
+                sel.register(stream.fileno(), selectors.EVENT_READ, name)
+            for fd, callback in (extra or {}).items():
+                sel.register(fd, selectors.EVENT_READ, callback)
+            if pidfd is not None:
+                sel.register(pidfd, selectors.EVENT_READ, None)
+            exited_at: float | None = None
+            pipes = len(sel.get_map()) - (pidfd is not None)
+            while pipes:
+                now = time.monotonic()
+                if exited_at is None and now >= deadline:
+                    timed_out = True
+                    break
+                if exited_at is not None and now >= min(deadline, exited_at + grace):
+                    break
+                limit = deadline if exited_at is None else min(deadline, exited_at + grace)
+                # Without a pidfd, poll for the child's exit: a grandchild may hold the pipes open forever.
+                wait = limit - now if pidfd is not None or exited_at is not None else min(limit - now, 0.05)
+                for key, _ in sel.select(max(0.0, wait)):
+                    if key.fd == pidfd:
+                        sel.unregister(pidfd)
+                        continue
+                    try:
+                        chunk = os.read(key.fd, _CHUNK)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        chunk = b""
+                    if not chunk:
+                        sel.unregister(key.fd)
+                        pipes -= 1
+                    elif isinstance(key.data, str):
+                        buf = bufs[key.data]
+                        buf += chunk
+                        if len(buf) > max_output:
+                            truncated = True
+                            del buf[:-max_output]
+                    else:
+                        key.data(chunk)
+                if exited_at is None and _exited(self.proc):
+                    exited_at = time.monotonic()
+                    # Leftovers die now, so the pipes they hold close and the read above ends.
+                    self._sweep(signal.SIGKILL)
+        except BaseException:
+            self.kill()
+            raise
+        finally:
+            sel.close()
+            if pidfd is not None:
+                os.close(pidfd)
+            for fd in extra or {}:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if not timed_out and not _exited(self.proc):
+            # Every pipe closed but the child lives on (it closed its stdout): wait out the deadline.
+            try:
+                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        self.kill(reap=reap)
+        return Completed(
+            self.proc.returncode,
+            bytes(bufs["stdout"]),
+            bytes(bufs["stderr"]),
+            timed_out,
+            truncated,
+            time.monotonic() - start,
+        )
+
+    def _sweep(self, sig: int) -> None:
+        """Signal the group, the live descendants and every process carrying our token (see module doc)."""
+        pids = set(_descendants(self.pid)) | set(_tagged(self.token))
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, sig)
+        for pid in pids - {os.getpid()}:
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+
+    def kill(self, reap: float = 2.0) -> None:
+        """SIGKILL the child and everything left of it, reap the child (waiting at most ``reap`` s: one stuck
+        in uninterruptible sleep cannot be), close the pipes and forget it."""
+        for _ in range(3):  # a leftover that forks while we sweep gets another round
+            self._sweep(signal.SIGKILL)
+            if not _tagged(self.token):
+                break
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=reap)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        _LIVE.pop(self.pid, None)
+
+
+def run(
+    argv: Sequence[str],
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | None = None,
+    max_output: int = 1 << 20,
+    grace: float = 0.5,
+) -> Completed:
+    """Start and collect in one call; start failures raise OSError or ValueError as ``Child`` does."""
+    return Child(argv, env=env, cwd=cwd).collect(timeout, max_output=max_output, grace=grace)
+
+
+def live() -> list[int]:
+    """Pids of the children started here and not yet collected."""
+    return list(_LIVE)
+
+
+def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
+    """End every live child and its leftovers: ``sig`` first, SIGKILL after ``grace`` s. Returns how many
+    children there were. Safe in a signal handler (no lock; see the module doc)."""
+    children = list(_LIVE.values())
+    for child in children:
+        child._sweep(sig)
+    end = time.monotonic() + grace
+    while sig != signal.SIGKILL and time.monotonic() < end:
+        if all(_exited(c.proc) and not _tagged(c.token) for c in children):
+            break
+        time.sleep(0.02)
+    for child in children:
+        child._sweep(signal.SIGKILL)
+    return len(children)
+
+
+atexit.register(terminate_all, signal.SIGKILL, 0.0)
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux, kernel < 5.3, or already reaped
+        return None
+
+
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the child has exited, without reaping it: its pid (and so its group id) stays ours until the
+    leftovers are killed."""
+    if proc.returncode is not None:
+        return True
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return proc.poll() is not None
+    except (AttributeError, OSError):
+        return proc.poll() is not None
+    return info is not None
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"{_PROC}/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            with open(f"{_PROC}/{pid}/task/{task}/children", "rb") as fh:
+                out += [int(p) for p in fh.read(1 << 20).split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    todo = [pid]
+    while todo and len(found) < 10000:
+        for child in _children(todo.pop()):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def _tagged(token: str) -> list[int]:
+    """Our processes whose environment holds this token (a few ms for a few hundred processes)."""
+    needle = f"\0{TOKEN_VAR}={token}\0".encode()
+    uid, me = os.getuid(), os.getpid()
+    try:
+        names = os.listdir(_PROC)
+    except OSError:
+        return []
+    out: list[int] = []
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            if os.stat(f"{_PROC}/{name}").st_uid != uid:
+                continue
+            with open(f"{_PROC}/{name}/environ", "rb") as fh:
+                data = fh.read(1 << 20)
+        except OSError:
+            continue
+        if needle in b"\0" + data + b"\0":
+            out.append(int(name))
+    return out
