@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shlex
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -16,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fakeenv import FakeEnv, fake_nvidia_smi, make_env
 
 from fa_doctor.cli import app
+from fa_doctor.facts import Facts
 from fa_doctor.probes.environment import KNOBS
+from fa_doctor.probes.gpu import GpuDevice, GpuFacts
 from fa_doctor.probes.modules import by_stem, listdir
 
 
@@ -108,6 +112,47 @@ def commands_of(finding: Any) -> list[list[str]]:
     """
     remedies = finding["remedies"] if isinstance(finding, dict) else [r.to_dict() for r in finding.remedies]
     return [list(r["commands"]) for r in remedies]
+
+
+def pip_words(command: str) -> list[str]:
+    """`<python> -m pip install ...` as the words after `-m pip`: what a user relies on, whatever the quoting."""
+    words = shlex.split(command)
+    assert words[1:3] == ["-m", "pip"], command
+    return words[3:]
+
+
+def gather_facts(fenv: FakeEnv, **env: str) -> Facts:
+    """Facts as `check` gathers them from a fake environment, with no GPU and only the given variables."""
+    from fa_doctor.commands.check import CheckOptions, gather
+
+    listdir.cache_clear()
+    by_stem.cache_clear()
+    clean = {"PATH": os.environ.get("PATH", ""), "XDG_CACHE_HOME": str(fenv.root / "cache"), **env}
+    facts = gather(CheckOptions(python=fenv.python, env=clean, gpu_timeout=2.0), {})
+    return dataclasses.replace(facts, gpus=gpus())
+
+
+def gpus(*capabilities: tuple[int, int] | None) -> GpuFacts:
+    """Visible GPUs with these compute capabilities, GPU 0 first."""
+    devices = tuple(
+        GpuDevice(i, i, f"GPU{i}", cap, 81920, f"GPU-{i:08d}-0000-4000-8000-000000000000")
+        for i, cap in enumerate(capabilities)
+    )
+    return GpuFacts("test", devices, "580.159.04" if devices else None, "13.0" if devices else None, None, ())
+
+
+def vary(facts: Facts, *, cuda: str | None = "keep", caps: tuple[tuple[int, int] | None, ...] | None = None,
+         env: dict[str, str] | None = None, **fields: Any) -> Facts:  # fmt: skip
+    """The same facts with other GPUs, torch CUDA, environment variables, or other fields."""
+    changes: dict[str, Any] = dict(fields)
+    if caps is not None:
+        changes["gpus"] = gpus(*caps)
+    if cuda != "keep":
+        assert facts.torch is not None
+        changes["torch"] = dataclasses.replace(facts.torch, cuda=cuda)
+    if env is not None:
+        changes["env"] = {**facts.env, **env}
+    return dataclasses.replace(facts, **changes)
 
 
 def gpu_env(tmp_path: Path, *rows: str) -> dict[str, str]:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import gpu_env
+from conftest import commands_of, gpu_env, pip_words
 from fakeenv import A100, B200, H200, T4, FakeEnv
 
 
@@ -89,8 +89,17 @@ def test_turing_gpu_is_unsupported(cli: Any, server: FakeEnv, tmp_path: Path) ->
 def test_nothing_usable_is_selection_none(cli: Any, fenv: FakeEnv, tmp_path: Path) -> None:
     fenv.torch()
     fenv.fa4(core=False)
-    run = check(cli, fenv, env=gpu_env(tmp_path, H200))
-    assert run.finding("selection.none")["severity"] == "fail"
+    run = check(cli, fenv, env=gpu_env(tmp_path, H200)).expect(1)
+    finding = run.finding("selection.none")
+    assert finding["severity"] == "fail" and finding["title"] == "No installed FlashAttention can run here"
+    assert finding["detail"].startswith(
+        "auto-detection found no usable FA implementation: nvidia-cutlass-dsl-libs-core"
+    )
+    assert [pip_words(c) for c in commands_of(finding)[0]] == [
+        ["install", "--force-reinstall", "flash-attn-4[cu13]"],
+        ["install", "--force-reinstall", "nvidia-cutlass-dsl[cu13]==4.8.1"],
+    ]
+    assert commands_of(finding)[1] == ["unset SGLANG_FLASHATTENTION_VERSION", "fa-doctor check"]
 
 
 def test_override_unset_is_ok(cli: Any, server: FakeEnv) -> None:
@@ -186,8 +195,8 @@ def test_override_without_sglang_picks_package(cli: Any, fenv: FakeEnv, tmp_path
     fenv.torch()
     fenv.fa2(with_cute=False)
     env = {**gpu_env(tmp_path, H200), "SGLANG_FLASHATTENTION_VERSION": "2"}
-    run = check(cli, fenv, env=env)
-    assert run.finding("override.active")
+    run = check(cli, fenv, env=env).expect(0)
+    assert run.finding("override.active")["title"] == "SGLANG_FLASHATTENTION_VERSION=2 pins FA2"
     assert run.doc["selection"]["prefill"]["implementation"] == "fa2"
     assert "no SGLang flag" in run.finding("override.active")["detail"]
 
@@ -236,3 +245,35 @@ def test_real_sglang_0_5_23_wheel_layout(cli: Any, fenv: FakeEnv, tmp_path: Path
     assert versions["sglang"] == "0.5.23" and versions["sglang-kernel"] == "0.4.10"
     assert "package.requirement" not in run.ids(), run.ids()  # torch 2.14.1 matches sglang-kernel's pin
     assert run.code == 0, [f["id"] for f in run.doc["findings"] if f["severity"] == "fail"]
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("flashinfr", "did you mean `flashinfer`?"),
+        ("tritn", "did you mean `triton`?"),
+        ("fa-3", "did you mean `fa3`?"),
+        ("FA3 ", "use `fa3`"),
+        ("flash_attn", "SGLang knows fa3 and fa4"),
+    ],
+)
+def test_backend_typos_fail_as_sglang_would(cli: Any, server: FakeEnv, tmp_path: Path, name: str, hint: str) -> None:
+    """SGLang exits at start-up on a name outside ATTENTION_BACKEND_CHOICES; so does the check."""
+    run = check(cli, server, "--attention-backend", name, env=gpu_env(tmp_path, H200)).expect(1)
+    assert "selection.not_fa" not in run.ids()
+    finding = run.finding("selection.unavailable")
+    assert finding["title"] == f"{name} is selected for prefill and decode but cannot run"
+    assert f"argument --attention-backend: invalid choice: '{name}'" in finding["detail"]
+    assert hint in finding["detail"]
+    assert finding["remedies"][0]["text"] == "Change the flag: --attention-backend fa3 works here."
+    assert commands_of(finding)[1] == ["unset SGLANG_FLASHATTENTION_VERSION", "fa-doctor check"]
+
+
+def test_real_non_fa_backend_still_runs(cli: Any, server: FakeEnv, tmp_path: Path) -> None:
+    run = check(cli, server, "--attention-backend", "flashinfer", env=gpu_env(tmp_path, H200)).expect(0)
+    finding = run.finding("selection.not_fa")
+    assert finding["title"] == "prefill and decode: flashinfer runs, not FlashAttention"
+    assert finding["detail"] == (
+        "--attention-backend flashinfer; flashinfer is not FlashAttention. FA runs only with "
+        "--attention-backend fa3|fa4 (SGLang's default here is fa3)."
+    )

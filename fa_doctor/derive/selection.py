@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -9,8 +10,18 @@ from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
 
 FA_BACKENDS = {"fa3": 3, "fa4": 4}
-# Names people try that SGLang rejects ("argument --attention-backend: invalid choice").
-_NOT_SGLANG = re.compile(r"^(fa2?|fa[5-9]|flash_?attn\w*|flashattention\w*|fa_?\d+)$")
+# ATTENTION_BACKEND_CHOICES of SGLang 0.5.23 (python/sglang/srt/arg_groups/choices.py, the wheel's file matches
+# its RECORD hash), for when the installed SGLang's own list cannot be read or SGLang is not installed.
+SGLANG_0_5_23_BACKENDS = frozenset(
+    {
+        "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed",
+        "fa3", "fa4", "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla",
+        "tokenspeed_mla", "trtllm_mha", "hpc_ops", "minicpm_flashattn", "minicpm_flashinfer",
+        "aiter", "wave", "intel_amx", "ascend", "intel_xpu",
+    }
+)  # fmt: skip
+# FlashAttention-looking names: the hint is fa3/fa4, not the nearest spelling (flash_attn is not minicpm_flashattn).
+_FA_LIKE = re.compile(r"^(fa[\W_]?\d*|flash[\W_]?attn[\w-]*|flash[\W_]?attention[\w-]*)$")
 
 
 @dataclass(frozen=True)
@@ -112,24 +123,42 @@ def sglang_default(facts: Facts) -> tuple[str | None, str]:
     )
 
 
+def rejected_backend(name: str, flag: str, facts: Facts) -> str | None:
+    """Why SGLang refuses to start with `flag name`, or None when the name is one of its choices."""
+    choices = (facts.sglang.backend_choices if facts.sglang else None) or SGLANG_0_5_23_BACKENDS
+    if name in choices:
+        return None
+    whose = f"the installed SGLang {facts.sglang.version}" if facts.sglang else "SGLang (0.5.23's list)"
+    refusal = f"{whose} exits at start-up with `argument {flag}: invalid choice: {name!r}`"
+    simple = name.strip().lower()
+    if simple in choices:
+        return f"SGLang's backend names are exact and lower-case: `{name}` is rejected, use `{simple}` ({refusal})"
+    if _FA_LIKE.match(simple):
+        near = difflib.get_close_matches(simple, sorted(FA_BACKENDS), n=1, cutoff=0.75)
+        return (
+            f"`{name}` is not an SGLang attention backend: SGLang knows fa3 and fa4 (FA2 is only a fallback inside "
+            f"its FA3 path) and non-FA backends such as flashinfer and triton; {refusal}"
+            + (f"; did you mean `{near[0]}`?" if near else "")
+        )
+    close = difflib.get_close_matches(simple, sorted(choices), n=1, cutoff=0.6)
+    hint = f"; did you mean `{close[0]}`?" if close else f"; its choices are {', '.join(sorted(choices))}"
+    return f"`{name}` is not an SGLang attention backend: {refusal}{hint}"
+
+
 def _phase(
-    phase: str, backend: str | None, source: str, why: str, facts: Facts, states: dict[str, ImplState]
+    phase: str,
+    backend: str | None,
+    source: str,
+    why: str,
+    facts: Facts,
+    states: dict[str, ImplState],
+    flag: str = "--attention-backend",
 ) -> PhaseChoice:
     if backend is None:
         return PhaseChoice(phase, None, None, None, "none", why)
     version = FA_BACKENDS.get(backend)
     if version is None:
-        rejected = None
-        if backend.strip().lower() in FA_BACKENDS:
-            rejected = (
-                f"SGLang's backend names are exact and lower-case: `{backend}` is rejected, "
-                f"use `{backend.strip().lower()}`"
-            )
-        elif _NOT_SGLANG.match(backend):
-            rejected = (
-                f"`{backend}` is not an SGLang attention backend: SGLang knows fa3 and fa4 "
-                "(and non-FA backends such as flashinfer, triton)"
-            )
+        rejected = rejected_backend(backend, flag, facts) if source == "flag" else None
         if rejected:
             return PhaseChoice(phase, backend, None, None, source, why, (rejected,))
         return PhaseChoice(phase, backend, None, None, source, why + f"; {backend} is not FlashAttention")
@@ -152,7 +181,7 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
         elif flag or flags.attention:
             chosen = flag or flags.attention
             which = f"--{phase}-attention-backend" if flag else "--attention-backend"
-            phases.append(_phase(phase, chosen, "flag", f"{which} {chosen}", facts, states))
+            phases.append(_phase(phase, chosen, "flag", f"{which} {chosen}", facts, states, which))
         elif flags.any and facts.sglang is not None:
             phases.append(
                 _phase(

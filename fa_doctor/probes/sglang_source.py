@@ -23,6 +23,10 @@ _FA4_HOMES = (
     ("sglang/jit_kernel/flash_attn/cute/interface.py", "sglang.jit_kernel.flash_attn.cute", True),
 )
 _VERSION_TEST = re.compile(r"fa_impl_ver\s*==\s*(\d+)")
+# argparse's `choices` for --attention-backend; the list moved out of server_args.py in 2026.
+_CHOICES_FILES = ("sglang/srt/arg_groups/choices.py", "sglang/srt/server_args.py")
+_CHOICES_START = re.compile(r"^ATTENTION_BACKEND_CHOICES\s*=\s*\[", re.MULTILINE)
+_QUOTED = re.compile(r"""["']([A-Za-z0-9_.-]{1,64})["']""")
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class SglangFacts:
     has_fa3_kernel_toggle: bool  # SGLANG_USE_SGL_FA3_KERNEL exists in this version
     reads_inkling_pip: bool
     backend_found: bool
+    backend_choices: frozenset[str] | None = None  # its --attention-backend choices; None: not found in its source
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -55,6 +60,20 @@ def _text(path: str) -> str:
         return ""
 
 
+def backend_choices(text: str) -> frozenset[str] | None:
+    """The names in `ATTENTION_BACKEND_CHOICES = [...]` of one source file, None when it has no such list."""
+    start = _CHOICES_START.search(text)
+    if start is None:
+        return None
+    names: set[str] = set()
+    for line in text[start.end() : start.end() + 20_000].splitlines():
+        code = line.split("#", 1)[0]
+        names.update(_QUOTED.findall(code.split("]", 1)[0]))
+        if "]" in code:
+            return frozenset(names) or None
+    return None  # no closing bracket nearby: not a list this can read
+
+
 def read_sglang(dist: Distribution, override_name: str) -> SglangFacts:
     root = dist.location
     sources = {rel: _text(os.path.join(root, rel)) for rel in _READERS}
@@ -68,6 +87,11 @@ def read_sglang(dist: Distribution, override_name: str) -> SglangFacts:
             fa4_module, vendored = module, is_vendored
             break
     fa4_wrapper = _text(os.path.join(root, "sglang/kernels/ops/attention/flash_attention_v4.py"))
+    choices = None
+    for rel in _CHOICES_FILES:
+        choices = backend_choices(sources[rel] if rel in sources else _text(os.path.join(root, rel)))
+        if choices is not None:
+            break
     return SglangFacts(
         version=dist.version,
         location=root,
@@ -78,4 +102,5 @@ def read_sglang(dist: Distribution, override_name: str) -> SglangFacts:
         has_fa3_kernel_toggle="SGLANG_USE_SGL_FA3_KERNEL" in sources["sglang/srt/environ.py"],
         reads_inkling_pip="SGLANG_INKLING_FA4_USE_PIP" in fa4_wrapper,
         backend_found=bool(backend),
+        backend_choices=choices,
     )
