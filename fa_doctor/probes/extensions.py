@@ -1,0 +1,117 @@
+"""Where the compiled FA extensions, libtorch and the libstdc++ the target would load lie on disk.
+
+Found from the distributions' RECORD files first (what pip installed), else by listing the few directories
+those extensions live in; every listing is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from fa_doctor.probes.distributions import Distribution
+
+# Relative paths (as RECORD writes them) of each implementation's compiled modules (fa-packages.md section 1).
+PATTERNS: dict[str, tuple[str, ...]] = {
+    "fa2": (r"flash_attn_2_cuda\.[^/]*so",),
+    "fa3": (r"flash_attn_3/_C\.[^/]*so", r"flash_attn_3_cuda\.[^/]*so", r"flashattn_hopper_cuda\.[^/]*so"),
+    "fa3-sgl": (r"sgl_kernel/(?:[^/]+/)?flash_ops\.[^/]*so",),
+    "vllm-fa": (r"vllm/vllm_flash_attn/_vllm_fa[23]_C\.[^/]*so", r"vllm_flash_attn_2_cuda\.[^/]*so"),
+}
+# Where to list when a distribution's RECORD was not read (vllm's is skipped for speed) or is absent.
+_DIRS = {"fa2": ("",), "fa3": ("", "flash_attn_3"), "fa3-sgl": ("sgl_kernel",), "vllm-fa": ("vllm/vllm_flash_attn", "")}
+_MAX_LISTED = 10_000
+_MAX_PER_IMPL = 16
+
+
+@dataclass(frozen=True)
+class Extension:
+    impl: str  # implementation key: fa2, fa3, fa3-sgl, vllm-fa
+    dist: str  # "sglang-kernel 0.4.10"
+    path: str
+    relpath: str  # as RECORD names it, relative to the distribution's site directory
+
+
+def _listing(base: str, sub: str) -> list[str]:
+    root = os.path.join(base, sub) if sub else base
+    out: list[str] = []
+    try:
+        with os.scandir(root) as it:
+            for entry in it:
+                if len(out) >= _MAX_LISTED:
+                    break
+                rel = f"{sub}/{entry.name}" if sub else entry.name
+                out.append(rel)
+                if sub and entry.is_dir(follow_symlinks=False):  # sgl_kernel/sm90/... one level down
+                    with os.scandir(entry.path) as inner:
+                        out += [f"{rel}/{e.name}" for _, e in zip(range(_MAX_LISTED), inner, strict=False)]
+    except OSError:
+        return []
+    return out
+
+
+def find_extensions(installed: Iterable[tuple[str, Distribution]]) -> list[Extension]:
+    """The compiled modules of each (implementation key, distribution) that exist on disk, deduplicated."""
+    out: list[Extension] = []
+    seen: set[str] = set()
+    for key, dist in installed:
+        patterns = PATTERNS.get(key)
+        if not patterns:
+            continue
+        rx = re.compile("|".join(f"(?:{p})" for p in patterns))
+        names = dist.files if dist.files is not None else [r for d in _DIRS[key] for r in _listing(dist.location, d)]
+        count = 0
+        for rel in names:
+            if count >= _MAX_PER_IMPL or not rx.fullmatch(rel):
+                continue
+            path = os.path.join(dist.location, rel)
+            real = os.path.realpath(path)
+            if real in seen or not os.path.isfile(path):
+                continue
+            seen.add(real)
+            count += 1
+            out.append(Extension(key, f"{dist.name} {dist.version}", path, rel))
+    return out
+
+
+def torch_libraries(torch_location: str | None) -> list[str]:
+    """torch/lib/libtorch*.so and libc10*.so: where c10/at/torch symbols are exported."""
+    if not torch_location:
+        return []
+    lib = os.path.join(torch_location, "lib")
+    try:
+        names = sorted(os.listdir(lib))[:_MAX_LISTED]
+    except OSError:
+        return []
+    return [
+        os.path.join(lib, n)
+        for n in names
+        if n.startswith(("libtorch", "libc10")) and (n.endswith(".so") or ".so." in n)
+    ]
+
+
+def library_dirs(
+    runpath: Sequence[str], origin: str, ld_library_path: str | None, prefix: str, machine: str
+) -> list[str]:
+    """The directories the dynamic linker would search for a DT_NEEDED library of one extension, in order.
+
+    LD_LIBRARY_PATH, the extension's RUNPATH ($ORIGIN expanded), a conda-style prefix/lib (conda's python
+    carries an RPATH to it), then the usual system directories. /etc/ld.so.cache is not parsed: a library
+    found only through it is missed, and the check then says it could not tell.
+    """
+    dirs = [d for d in (ld_library_path or "").split(":") if d]
+    dirs += [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for d in runpath]
+    dirs.append(os.path.join(prefix, "lib"))
+    triplet = f"{machine}-linux-gnu"
+    dirs += [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
+    return list(dict.fromkeys(os.path.normpath(d) for d in dirs))
+
+
+def find_library(name: str, dirs: Iterable[str]) -> str | None:
+    for d in dirs:
+        path = os.path.join(d, name)
+        if os.path.isfile(path):
+            return path
+    return None
