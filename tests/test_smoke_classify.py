@@ -152,8 +152,14 @@ def test_sgl_kernel_wrapper_defers_to_the_real_cause_in_the_chain() -> None:
 def test_unknown_and_serialisable() -> None:
     p = classify("KeyError", "'something'", ["ValueError: deeper"])
     assert p.cause == "unknown" and p.evidence["exception"] == "KeyError"
-    doc = p.to_dict()
-    assert json.loads(json.dumps(doc)) == doc
+    assert p.to_dict() == {
+        "cause": "unknown",
+        "summary": "The FlashAttention module raised an error fa-doctor does not recognise; the exact text is below.",
+        "message": "KeyError: 'something'",
+        "chain": ["ValueError: deeper"],
+        "evidence": {"exception": "KeyError"},
+    }
+    assert json.loads(json.dumps(p.to_dict())) == p.to_dict()
     with pytest.raises(TypeError):
         p.evidence["x"] = 1  # type: ignore[index]
 
@@ -165,6 +171,209 @@ def test_unknown_and_serialisable() -> None:
     st.from_regex(r"_Z[0-9A-Za-z_]{0,40}", fullmatch=True),
 )
 def test_any_text_gives_a_known_cause(message: str, chain: list[str], symbol: str) -> None:
-    assert classify("Error", message, chain).cause in CAUSES
+    p = classify("Error", message, chain)
+    assert p.cause in CAUSES and p.message == f"Error: {message}" and p.chain == tuple(chain)
+    assert p.evidence["exception"] == "Error" and p.summary.endswith(".")
+    plain = classify("Error", message.replace(":", "").replace("'", "").lower(), [])
+    if not any(w in plain.message.lower() for w in ("cuda", "module", "driver", "kernel", "fa3", "ampere", "compute")):
+        assert plain.cause == "unknown"
     p = classify("ImportError", f"x.so: undefined symbol: {symbol}", chain)
     assert p.cause == "torch_abi" and p.summary
+
+
+# What the user reads: every summary word for word, every evidence key the JSON promises.
+
+ABI_SUMMARIES = {
+    "cxx11": "The compiled extension was built with the other C++ ABI (cxx11abi TRUE/FALSE) than the installed torch.",
+    "torch_version": "The compiled extension was built against a different torch version than the one installed.",
+    "unknown": "The compiled extension needs a symbol no loaded library provides: a partial or mismatched build.",
+}
+
+
+@pytest.mark.parametrize(
+    ("symbol", "abi"),
+    [
+        ("_ZN3c104cuda9SetDeviceEi", "torch_version"),
+        ("_ZN5torch3jit17parseSchemaOrNameERKSsb", "cxx11"),
+        ("_Z12run_mha_fwd_RN5flash16Flash_fwd_paramsEP11CUstream_st", "unknown"),
+    ],
+)
+def test_torch_abi_summary_and_evidence(symbol: str, abi: str) -> None:
+    p = classify("ImportError", f"{SO}: undefined symbol: {symbol}", [])
+    assert p.summary == ABI_SUMMARIES[abi]
+    expected = {"exception": "ImportError", "symbol": symbol, "abi": abi, "library": SO}
+    if abi == "cxx11":
+        expected["extension_cxx11abi"] = False
+    assert {k: v for k, v in p.evidence.items() if k != "demangled"} == expected
+
+
+def test_symbol_without_library() -> None:
+    p = classify("ImportError", "undefined symbol: cudaLaunchKernelExC", [])
+    assert p.cause == "torch_abi" and dict(p.evidence) == {
+        "exception": "ImportError",
+        "symbol": "cudaLaunchKernelExC",
+        "abi": "unknown",
+    }
+
+
+def test_cxx11_extension_flag() -> None:
+    sym = "_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"
+    assert classify("ImportError", f"undefined symbol: {sym}", []).evidence["extension_cxx11abi"] is True
+
+
+@pytest.mark.parametrize(
+    ("symbol", "abi"),
+    [
+        ("_ZN2at6native3addEv", "torch_version"),
+        ("_ZNK6caffe23foo3barEv", "torch_version"),
+        ("_ZN3c10SsEv", "cxx11"),  # Ss outside any name: old-ABI std::string
+        ("_ZN4SsSs1fEv", "unknown"),  # Ss only inside the 4-character name "SsSs"
+        ("_ZN3foo10c10Holder1fEv", "unknown"),  # c10 inside a longer name is not the c10 namespace
+        ("_ZN3fooC2ESs", "cxx11"),  # C2 (constructor) digits are not a name length
+        ("_ZN3fooD1ESs", "cxx11"),
+        ("_ZNS0_3fooESs", "cxx11"),  # S0_ substitution
+        ("_ZN3fooIT0_E1fESs", "cxx11"),
+        ("_ZN3foo1fEDv4_fSs", "cxx11"),  # Dv4_ vector length
+        ("_ZN12SsSsSsSsSsSs1fEv", "unknown"),
+    ],
+)
+def test_abi_hint_reads_mangled_names(symbol: str, abi: str) -> None:
+    assert classify("ImportError", f"undefined symbol: {symbol}", []).evidence["abi"] == abi
+
+
+def test_demangle_needs_a_mangled_name() -> None:
+    from fa_doctor.smoke.classify import demangle
+
+    assert demangle("cudaLaunchKernelExC") is None
+    assert "demangled" not in classify("ImportError", "undefined symbol: cudaLaunchKernelExC", []).evidence
+    if shutil.which("c++filt"):
+        assert demangle("_ZN3c104cuda9SetDeviceEi") == "c10::cuda::SetDevice(int)"
+        assert demangle("_Znot_a_real_mangling") is None
+
+
+def test_glibc_summary_and_evidence() -> None:
+    msg = f"/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by {SO})"
+    p = classify("ImportError", msg, [])
+    assert p.summary == "The compiled extension needs glibc 2.32 or newer, which this system does not have."
+    assert dict(p.evidence) == {
+        "exception": "ImportError",
+        "requires": "GLIBC_2.32",
+        "kind": "glibc",
+        "version": "2.32",
+        "library": "/lib/x86_64-linux-gnu/libc.so.6",
+        "required_by": SO,
+    }
+
+
+def test_glibcxx_summary_names_libstdcxx() -> None:
+    msg = "/usr/lib/libstdc++.so.6: version `GLIBCXX_3.4.30' not found"
+    p = classify("ImportError", msg, [])
+    assert p.summary == "The compiled extension needs libstdc++ 3.4.30 or newer, which this system does not have."
+    assert dict(p.evidence) == {
+        "exception": "ImportError",
+        "requires": "GLIBCXX_3.4.30",
+        "kind": "glibcxx",
+        "version": "3.4.30",
+        "library": "/usr/lib/libstdc++.so.6",
+    }
+    p = classify("ImportError", "version 'CXXABI_1.3.13' not found", [])
+    assert p.evidence["kind"] == "cxxabi" and "libstdc++ 1.3.13" in p.summary and "library" not in p.evidence
+
+
+def test_cuda_runtime_summaries() -> None:
+    p = classify("ImportError", "libcudart.so.12: cannot open shared object file: No such file or directory", [])
+    assert p.summary == (
+        "The build needs the CUDA 12 runtime (libcudart.so.12), which is not installed where it can be found."
+    )
+    assert dict(p.evidence) == {"exception": "ImportError", "library": "libcudart.so.12", "cuda_major": 12}
+    p = classify("ImportError", "libcufft.so.11: cannot open shared object file", [])
+    assert p.summary == "The build needs the CUDA library libcufft.so.11, which is not installed where it can be found."
+    assert dict(p.evidence) == {"exception": "ImportError", "library": "libcufft.so.11"}
+    p = classify("ImportError", "libcudart.so: cannot open shared object file", [])
+    assert "cuda_major" not in p.evidence and "CUDA library libcudart.so," in p.summary
+    p = classify("OSError", "libcuda.so.1: cannot open shared object file", [])
+    assert p.summary == "The NVIDIA driver library libcuda.so.1 cannot be found: no driver is installed."
+    assert dict(p.evidence) == {"exception": "OSError", "library": "libcuda.so.1"}
+
+
+def test_cute_dsl_summary() -> None:
+    p = classify("ModuleNotFoundError", "No module named 'cutlass.cute'", [])
+    assert p.summary == "FA4's CuTe DSL runtime is missing or incomplete: Python cannot import 'cutlass.cute'."
+    assert dict(p.evidence) == {"exception": "ModuleNotFoundError", "module": "cutlass.cute"}
+    # A DSL module later in the text still counts; a non-DSL module alone does not.
+    p = classify("ModuleNotFoundError", "No module named 'einops'; No module named 'quack'", [])
+    assert p.cause == "cute_dsl_missing" and p.evidence["module"] == "quack"
+
+
+@pytest.mark.parametrize(
+    ("message", "cause", "summary", "matched"),
+    [
+        (
+            "CUDA driver version is insufficient for CUDA runtime version",
+            "driver_too_old",
+            "The NVIDIA driver is too old for the CUDA version this build uses.",
+            "CUDA driver version is insufficient",
+        ),
+        ("CUDAERRORINSUFFICIENTDRIVER", "driver_too_old", None, "cudaErrorInsufficientDriver"),
+        (
+            "no kernel image is available for execution on the device",
+            "no_kernel_image",
+            "The build contains no GPU code for this GPU's architecture.",
+            "no kernel image is available",
+        ),
+        (
+            "FlashAttention only supports Ampere GPUs or newer.",
+            "gpu_too_old",
+            "This GPU is older than FlashAttention supports (it needs Ampere, compute capability 8.0, or newer).",
+            "only supports Ampere GPUs or newer",
+        ),
+        (
+            "flash_attn at sgl-kernel is only supported on sm90 and above",
+            "gpu_too_old",
+            None,
+            "only supported on sm90 and above",
+        ),
+        (
+            "Torch not compiled with CUDA enabled",
+            "no_cuda",
+            "torch in the target interpreter cannot use a GPU (CPU-only build, or no driver).",
+            "Torch not compiled with CUDA enabled",
+        ),
+        ("torch.cuda.is_available() is False", "no_cuda", None, "torch.cuda.is_available() is False"),
+        (
+            "Can not import FA3 in sgl_kernel. Please check your installation.",
+            "sgl_kernel_fa3",
+            "sgl_kernel could not load its FA3 extension (flash_ops); the reason is hidden behind a generic message.",
+            "Can not import FA3 in sgl_kernel",
+        ),
+    ],
+)
+def test_contains_rules(message: str, cause: str, summary: str | None, matched: str) -> None:
+    p = classify("RuntimeError", message, [])
+    assert p.cause == cause
+    if summary is not None:
+        assert p.summary == summary
+    assert dict(p.evidence) == {"exception": "RuntimeError", "matched": matched}
+
+
+def test_module_missing_summaries() -> None:
+    p = classify("ModuleNotFoundError", "No module named 'flash_attn_2_cuda'", [])
+    assert p.summary == "Python cannot find the module 'flash_attn_2_cuda' in the target interpreter."
+    assert dict(p.evidence) == {"exception": "ModuleNotFoundError", "module": "flash_attn_2_cuda"}
+    p = classify("ImportError", "cannot import name 'flash_attn_func' from 'flash_attn' (x.py)", [])
+    assert p.summary == "'flash_attn_func' cannot be imported from 'flash_attn': the install is incomplete."
+    assert dict(p.evidence) == {"exception": "ImportError", "module": "flash_attn", "name": "flash_attn_func"}
+
+
+def test_rules_run_in_order_over_the_chain() -> None:
+    # More specific first: an undefined symbol beats a missing module in the same chain.
+    chain = ["ImportError: x.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"]
+    assert classify("ModuleNotFoundError", "No module named 'flash_attn_2_cuda'", chain).cause == "torch_abi"
+    # A driver that is too old beats a missing kernel image; a missing kernel image beats an old GPU.
+    text = "no kernel image is available; CUDA driver version is insufficient; only supports Ampere GPUs or newer"
+    assert classify("RuntimeError", text, []).cause == "driver_too_old"
+    assert classify("RuntimeError", "only supports Ampere GPUs or newer; no kernel image is available", []).cause == (
+        "no_kernel_image"
+    )
+    assert classify("RuntimeError", "Found no NVIDIA driver on your system; No module named 'x'", []).cause == "no_cuda"
+    assert classify("", "No module named 'x'", []).message == "No module named 'x'"
