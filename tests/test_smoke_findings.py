@@ -128,7 +128,7 @@ def test_crashed(signal: str | None, rc: int | None, phase: str | None, words: s
     assert f.id == "smoke.crashed" and f.severity is Severity.FAIL
     assert words in f.title and "Fatal Python error" in f.detail
     assert f.evidence["signal"] == signal and f.evidence["returncode"] == rc
-    assert f.remedies[0].commands == (f'{PY} -X faulthandler -c "import flash_attn.cute"',)
+    assert f.remedies[0].commands == (f"{PY} -X faulthandler -c 'import flash_attn.cute'",)
     assert CALLS == [("fa4", None)]
 
 
@@ -185,7 +185,7 @@ def test_import_failed_cutlass_pins_the_installed_dsl_version() -> None:
     assert f.evidence["cause"] == "cute_dsl_missing"
     cmds = [c for r in f.remedies for c in r.commands]
     assert f"{PY} -m pip install --force-reinstall --no-deps nvidia-cutlass-dsl-libs-core==4.8.1" in cmds
-    assert f"{PY} -m pip install flash-attn-4" in cmds
+    assert not any(c.endswith("pip install flash-attn-4") for c in cmds)  # a bare install would pull torch
     assert "--target" in f.remedies[1].text
 
 
@@ -201,17 +201,17 @@ def test_import_failed_driver_and_sgl_and_unknown() -> None:
         api="sgl",
     )
     assert f.evidence["cause"] == "sgl_kernel_fa3" and f.evidence["chain"] == ["OSError: odd"]
-    assert f.remedies[0].commands == (f'{PY} -c "import sgl_kernel.flash_ops"',)
+    assert f.remedies[0].commands == (f"{PY} -c 'import sgl_kernel.flash_ops'",)
     assert "caused by: OSError: odd" in f.detail
     f = import_failed("KeyError", "'x'")
-    assert f.remedies[0].commands == (f'{PY} -c "import flash_attn.cute"',)
+    assert f.remedies[0].commands == (f"{PY} -c 'import flash_attn.cute'",)
 
 
 def test_import_failed_module_missing() -> None:
     f = import_failed("ModuleNotFoundError", "No module named 'flash_attn_2_cuda'")
-    assert "find_spec('flash_attn_2_cuda')" in f.remedies[0].commands[0]
+    assert """find_spec("flash_attn_2_cuda")""" in f.remedies[0].commands[0]
     f = import_failed("ModuleNotFoundError", "No module named 'torch'")
-    assert f.remedies[0].commands == (f"{PY} -m pip install torch",)
+    assert f.remedies[0].commands == () and "torch.missing" in f.remedies[0].text  # that finding names the torch
 
 
 @pytest.mark.parametrize(("require_gpu", "severity"), [(False, Severity.INFO), (True, Severity.FAIL)])

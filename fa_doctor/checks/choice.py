@@ -42,7 +42,7 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                         "No installed FlashAttention can run here",
                         f"{choice.why}: " + "; ".join(choice.problems) + ".",
                         evidence,
-                        (remedies.reinstall(facts, "fa4")[0], remedies.auto_detect()),
+                        (*remedies.reinstall(facts, "fa4")[:1], *_auto(facts)),
                     )
                 )
             break
@@ -54,7 +54,7 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
             if choice.source == "flag":
                 alt = f"--attention-backend fa{good}" if good else "--attention-backend triton"
                 fixes.append(Remedy(f"Change the flag: {alt} works here.", ()))
-            fixes.append(remedies.auto_detect())
+            fixes += _auto(facts)
             out.append(
                 Finding(
                     "selection.unavailable",
@@ -102,8 +102,13 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                     {"override": override, "flags": names, "selection": {k: v.to_dict() for k, v in flagged.items()}},
                     (
                         remedies.unset_override(None),
-                        Remedy("Or make the flags match the override.", (f"--attention-backend fa{override}",)),
+                        Remedy(f"Or make the flags match the override: --attention-backend fa{override}."),
                     ),
                 )
             )
     return out
+
+
+def _auto(facts: Facts) -> tuple[Remedy, ...]:
+    """Remedy (3) only when something pins a version: otherwise auto-detection already chose."""
+    return (remedies.auto_detect(facts),) if remedies.pinned(facts) else ()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
-import shlex
+import re
 from collections import defaultdict
 
+from fa_doctor.actions import Action, RunCommand, move_aside
 from fa_doctor.checks import remedies
 from fa_doctor.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
 from fa_doctor.facts import Facts
@@ -20,7 +21,9 @@ _CHECKED_REQUIREMENTS = {
     "flash-attn-cute": None,
     "sglang-kernel": ("torch",),
     "sgl-kernel": ("torch",),
-    "sglang": ("sglang-kernel", "flash-attn-4", "torch"),
+    # The servers: every requirement, as `pip check` reports them (the server dies on them first).
+    "sglang": None,
+    "vllm": None,
 }
 
 
@@ -28,8 +31,14 @@ def _reinstall_for(facts: Facts, normalized: str) -> tuple[Remedy, ...]:
     for impl in IMPLEMENTATIONS:
         if normalized in impl.distributions:
             return remedies.reinstall(facts, impl.key)
+    version = remedies.installed(facts, normalized)
+    if version is None:
+        return ()
     return (
-        Remedy(f"(2) Reinstall {normalized}.", (remedies.pip(facts, "--force-reinstall", "--no-deps", normalized),)),
+        Remedy(
+            f"(2) Reinstall {normalized} {version}, the same version, without touching its dependencies.",
+            actions=(remedies.reinstall_same(facts, f"{normalized}=={version}"),),
+        ),
     )
 
 
@@ -92,15 +101,28 @@ def conflicts(facts: Facts) -> list[Finding]:
 
 def _reinstall_in_order(facts: Facts, owners: tuple[str, ...]) -> Remedy:
     """Reinstall so the FA4 package's copy of the shared files is the one left on disk."""
-    specs = sorted((o.split(" ", 1) for o in owners), key=lambda nv: family_of(normalize(nv[0])).startswith("fa4"))
-    names = [name for name, _ in specs]
+    specs = [
+        (name, version)
+        for name, version in (o.split(" ", 1) for o in owners if " " in o)
+        if remedies.requirement(name) == name and remedies.version_of(version)
+    ]
+    fa4 = [(n, v) for n, v in specs if family_of(normalize(n)).startswith("fa4")]
+    if fa4:
+        # Reinstalling FA4 over the shared files is enough; uninstalling flash-attn would mean rebuilding it from
+        # source (PyPI has only its sdist), and every flash-attn release up to 2.8.3.post2 ships flash_attn/cute.
+        return Remedy(
+            "(2) Reinstall the FA4 package last, the same version without its dependencies, so its flash_attn/cute "
+            "files win (flash-attn <= 2.8.3.post2 ships an old snapshot of them). Uninstalling the other owner later "
+            "deletes FA4's files: run this again after it.",
+            actions=(remedies.reinstall_same(facts, *(f"{n}=={v}" for n, v in fa4)),),
+        )
+    actions: list[Action] = []
+    if specs:
+        actions.append(remedies.pip_uninstall(facts, *(n for n, _ in specs)))
+        actions += [remedies.pip_install(facts, (f"{n}=={v}",), ("--no-deps",)) for n, v in specs]
     return Remedy(
-        "(2) Uninstall all owners, then reinstall them one by one with the FA4 package last, so its files win "
-        "(flash-attn <= 2.8.3.post1 ships an old flash_attn/cute snapshot that FA4 must overwrite).",
-        (
-            remedies.pip_uninstall(facts, *names),
-            *(remedies.pip(facts, "--no-deps", shlex.quote(f"{n}=={v}")) for n, v in specs),
-        ),
+        "(2) Uninstall all owners, then reinstall them one by one, the same versions without their dependencies.",
+        actions=tuple(actions),
     )
 
 
@@ -146,7 +168,7 @@ def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Find
                         Remedy(
                             "Run the server from outside the source checkout, or remove the earlier copy from the path "
                             "(check PYTHONPATH and user site-packages).",
-                            ('echo "$PYTHONPATH"',),
+                            actions=(RunCommand(("printenv", "PYTHONPATH")),),
                         ),
                         *remedies.reinstall(facts, state.impl.key),
                     ),
@@ -171,7 +193,6 @@ def unmanaged(facts: Facts) -> list[Finding]:
         ]
         if owners:
             continue
-        stray = os.path.dirname(spot.origin) if spot.kind == "package" else spot.origin
         out.append(
             Finding(
                 "package.unmanaged",
@@ -181,15 +202,27 @@ def unmanaged(facts: Facts) -> list[Finding]:
                 "a source checkout, a copied "
                 "folder, or what an uninstall left behind. Its version cannot be known.",
                 {"module": name, "resolves_to": spot.origin},
-                (
-                    Remedy(
-                        "Remove the stray copy (or run from another directory), then reinstall the package you want.",
-                        ("rm -rf " + shlex.quote(stray),),
-                    ),
-                ),
+                _move_stray(spot.name, spot.kind, spot.origin, spot.search_locations, spot.entry),
             )
         )
     return out
+
+
+def _move_stray(name: str, kind: str, origin: str, search: tuple[str, ...], entry: str | None) -> tuple[Remedy, ...]:
+    """Move the module itself (the package folder, or the one file) aside, checked to lie inside its path entry."""
+    text = "Move the stray copy aside (nothing is deleted; or run from another directory), then reinstall the package "
+    try:
+        if kind in ("package", "namespace"):
+            folder = search[0] if search else origin
+            root = entry or os.path.dirname(folder)
+            if os.path.basename(os.path.normpath(folder)) != name.split(".")[-1]:
+                raise ValueError(f"{folder!r} is not the {name} package folder")
+            action = move_aside(os.path.abspath(folder), os.path.abspath(root))
+        else:
+            action = move_aside(os.path.abspath(origin), os.path.abspath(entry or os.path.dirname(origin)))
+    except ValueError as exc:
+        return (Remedy(f"Remove the stray copy by hand: fa-doctor will not move it ({exc}).", ()),)
+    return (Remedy(text + "you want.", actions=(action,)),)
 
 
 def duplicates(facts: Facts) -> list[Finding]:
@@ -210,8 +243,9 @@ def duplicates(facts: Facts) -> list[Finding]:
                     (
                         Remedy(
                             "Uninstall the copies you do not use (user site-packages is a common source); run it until "
-                            "pip says it is not installed, then reinstall the one you want.",
-                            (remedies.pip_uninstall(facts, name), remedies.pip(facts, "--no-deps", name)),
+                            "pip says it is not installed, then reinstall the one you want, the same version without "
+                            "its dependencies.",
+                            actions=_uninstall_then_reinstall(facts, name),
                         ),
                     ),
                 )
@@ -227,11 +261,11 @@ def requirements(facts: Facts) -> list[Finding]:
         unmet = unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])
         if not unmet:
             continue
-        torch_pin = any(r.startswith("torch") for r, _ in unmet)
+        torch_pin = any(_name_of(r) == "torch" for r, _ in unmet)
         missing = any(have == "not installed" for _, have in unmet)
         severity = Severity.FAIL if missing or torch_pin else Severity.WARN
         detail = "; ".join(f"requires {r}, found {have}" for r, have in unmet)
-        if torch_pin:
+        if torch_pin and dist.normalized not in remedies.SERVERS:
             detail += (
                 ". Its compiled kernels link against that torch's C++ symbols: with another torch, import fails "
                 "with `undefined symbol`"
@@ -248,12 +282,22 @@ def requirements(facts: Facts) -> list[Finding]:
                     "unmet": [{"requirement": r, "found": h} for r, h in unmet],
                 },
                 (
-                    Remedy(
-                        "(2) Install what it declares.",
-                        tuple(remedies.pip(facts, shlex.quote(r.split(";")[0])) for r, _ in unmet),
-                    ),
-                    *_reinstall_for(facts, dist.normalized),
+                    *remedies.install_unmet(facts, dist, [r for r, _ in unmet]),
+                    *(() if dist.normalized in remedies.SERVERS else _reinstall_for(facts, dist.normalized)),
                 ),
             )
         )
     return out
+
+
+def _name_of(requirement: str) -> str:
+    head = re.match(r"\s*([A-Za-z0-9._-]*)", requirement)
+    return normalize(head.group(1) if head else "")
+
+
+def _uninstall_then_reinstall(facts: Facts, name: str) -> tuple[Action, ...]:
+    version = remedies.installed(facts, name)
+    if remedies.requirement(name) != name:
+        return ()
+    again = (remedies.pip_install(facts, (f"{name}=={version}",), ("--no-deps",)),) if version else ()
+    return (remedies.pip_uninstall(facts, name), *again)

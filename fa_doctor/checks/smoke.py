@@ -6,19 +6,23 @@ are generic but exact, and use the target interpreter's own path so they install
 
 from __future__ import annotations
 
-import shlex
+import re
 from collections.abc import Callable
 from typing import Any
 
+from fa_doctor.actions import PipInstall, RunCommand
 from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.smoke import SmokeResult
 from fa_doctor.smoke.classify import ImportProblem
 
 Reinstall = Callable[[str, ImportProblem | None], tuple[Remedy, ...]]
 _STDERR_LINES = 12
-_GPU_ARCH = "nvidia-smi --query-gpu=name,compute_cap --format=csv"
-# Causes whose remedy needs nothing but the interpreter's path ({py}).
-_SIMPLE: dict[str, tuple[str, tuple[str, ...]]] = {
+_GPU_ARCH = ("nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+_PY = "{py}"
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}\Z")
+# Causes whose remedy needs nothing but the interpreter's path ({py}), as argv.
+_SIMPLE: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
     "no_kernel_image": (
         "Install a build that contains code for this GPU's architecture: FA2 2.7.4 or newer built with CUDA 12.8+ "
         "for sm_100/sm_120, FA4 (flash-attn-4) on Blackwell; FA3 runs on sm_80 and sm_90 only.",
@@ -30,17 +34,26 @@ _SIMPLE: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "driver_too_old": (
         "Upgrade the NVIDIA driver: `nvidia-smi` shows the driver and the highest CUDA version it supports.",
-        ("nvidia-smi",),
+        (("nvidia-smi",),),
     ),
     "no_cuda": (
         "Install a CUDA build of torch (not +cpu) in this interpreter and check that the driver works.",
-        ('{py} -c "import torch; print(torch.__version__, torch.cuda.is_available())"', "nvidia-smi"),
+        ((_PY, "-c", "import torch; print(torch.__version__, torch.cuda.is_available())"), ("nvidia-smi",)),
     ),
     "sgl_kernel_fa3": (
         "sgl_kernel hides the real error; import its FA3 extension directly to see it.",
-        ('{py} -c "import sgl_kernel.flash_ops"',),
+        ((_PY, "-c", "import sgl_kernel.flash_ops"),),
     ),
 }
+
+
+def _run(py: str, *argvs: tuple[str, ...]) -> tuple[RunCommand, ...]:
+    return tuple(RunCommand(tuple(py if a == _PY else a for a in argv)) for argv in argvs)
+
+
+def _import_line(module: str) -> str | None:
+    """`import <module>` for a well-formed module name; None for anything else (it comes from the target)."""
+    return f"import {module}" if _MODULE.match(module) else None
 
 
 def smoke_findings(result: SmokeResult, *, reinstall: Reinstall) -> list[Finding]:
@@ -67,7 +80,7 @@ def skipped_finding(reason: str, *, require_gpu: bool) -> Finding:
             Remedy(
                 "Run fa-doctor with the interpreter that will serve the model, on the GPU machine, "
                 "so the smoke test can run a kernel.",
-                ("fa-doctor check --python /path/to/server/python",),
+                actions=(RunCommand(("fa-doctor", "check", "--python", "/path/to/server/python")),),
             ),
         ),
     )
@@ -179,7 +192,8 @@ def _crashed(r: SmokeResult, reinstall: Reinstall) -> Finding:
         how = "could not be started"
     during = f" during {r.last_phase.replace('_', ' ')}" if r.last_phase else ""
     tail = "\n".join(r.stderr_tail.strip().splitlines()[-_STDERR_LINES:])
-    py = shlex.quote(r.python or "python")
+    py = r.python or "python"
+    line = _import_line(r.module)
     return Finding(
         id="smoke.crashed",
         severity=Severity.FAIL,
@@ -190,7 +204,7 @@ def _crashed(r: SmokeResult, reinstall: Reinstall) -> Finding:
             Remedy(
                 "A crash in native code takes the server down the same way. Reproduce it with Python's fault handler "
                 "to see where it dies, then reinstall a build that matches this GPU, torch and CUDA.",
-                (f'{py} -X faulthandler -c "import {r.module}"',),
+                actions=_run(py, (_PY, "-X", "faulthandler", "-c", line)) if line else (),
             ),
             *reinstall(r.key, None),
         ),
@@ -202,7 +216,10 @@ def _timeout(r: SmokeResult, reinstall: Reinstall) -> Finding:
     during = f" (it was in {r.last_phase.replace('_', ' ')})" if r.last_phase else ""
     detail = [f"The child was killed after {r.timeout:g} s{during}."]
     remedies = [
-        Remedy("Allow more time for the smoke test.", (f"fa-doctor check --timeout {max(600, 2 * r.timeout):g}",))
+        Remedy(
+            "Allow more time for the smoke test.",
+            actions=(RunCommand(("fa-doctor", "check", "--timeout", f"{max(600, 2 * r.timeout):g}")),),
+        )
     ]
     if r.api == "cute":
         detail.append(
@@ -217,7 +234,9 @@ def _timeout(r: SmokeResult, reinstall: Reinstall) -> Finding:
         )
     else:
         detail.append("A compiled kernel should finish in milliseconds: a hang points at the GPU, driver or build.")
-        remedies.append(Remedy("Check that the GPU is healthy and not held by another process.", ("nvidia-smi",)))
+        remedies.append(
+            Remedy("Check that the GPU is healthy and not held by another process.", actions=_run("", ("nvidia-smi",)))
+        )
     return Finding(
         id="smoke.timeout",
         severity=Severity.FAIL,
@@ -236,10 +255,10 @@ def _problem_evidence(p: ImportProblem | None) -> dict[str, Any]:
 
 
 def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ...]:
-    py = shlex.quote(r.python or "python")
+    py = r.python or "python"
     ev = dict(p.evidence) if p else {}
-    show_torch = (
-        f'{py} -c "import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)"'
+    show_torch = RunCommand(
+        (py, "-c", "import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)")
     )
     cause = p.cause if p else "unknown"
     if cause == "torch_abi":
@@ -255,60 +274,68 @@ def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ..
             )
         else:
             text = "The extension is incomplete or was built from mismatched sources: reinstall it from a clean build."
-        return (Remedy(text, (show_torch,)),)
+        return (Remedy(text, actions=(show_torch,)),)
     if cause == "glibc":
         text = (
             f"This build needs {ev.get('requires', 'a newer glibc')}, newer than this system's (see `ldd --version`). "
             "Use a wheel built on an older system (for FA2: 2.7.4.post1 instead of the 2.8 wheels) or build from "
             "source here."
         )
-        return (Remedy(text, ("ldd --version",)),)
+        return (Remedy(text, actions=(RunCommand(("ldd", "--version")),)),)
     if cause == "cuda_runtime":
         lib = ev.get("library", "a CUDA library")
         if str(lib).startswith("libcuda.so"):
             return (
-                Remedy("Install the NVIDIA driver; `nvidia-smi` must work before any CUDA build can.", ("nvidia-smi",)),
+                Remedy(
+                    "Install the NVIDIA driver; `nvidia-smi` must work before any CUDA build can.",
+                    actions=(RunCommand(("nvidia-smi",)),),
+                ),
             )
         return (
             Remedy(
                 f"{lib} is missing: install the {r.key} build made for torch's CUDA version (printed below), "
                 "not one for another CUDA major.",
-                (show_torch,),
+                actions=(show_torch,),
             ),
         )
     if cause == "cute_dsl_missing":
         ver = r.environment.get("nvidia-cutlass-dsl") or r.environment.get("nvidia-cutlass-dsl-libs-core")
         remedies = []
-        if str(ev.get("module", "")).startswith("cutlass") and ver:
+        if str(ev.get("module", "")).startswith("cutlass") and ver and _VERSION.match(str(ver)) and py.startswith("/"):
             remedies.append(
                 Remedy(
                     "The `cutlass` Python package ships in nvidia-cutlass-dsl-libs-core: reinstall it at the version "
-                    "of nvidia-cutlass-dsl.",
-                    (f"{py} -m pip install --force-reinstall --no-deps nvidia-cutlass-dsl-libs-core=={ver}",),
+                    "of nvidia-cutlass-dsl, without its dependencies.",
+                    actions=(
+                        PipInstall(py, (f"nvidia-cutlass-dsl-libs-core=={ver}",), ("--force-reinstall", "--no-deps")),
+                    ),
                 )
             )
         remedies.append(
             Remedy(
                 "Install flash-attn-4 and its CuTe DSL runtime into this interpreter's own site-packages, not with "
                 "`pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on sys.path is "
-                "only read in a real site directory.",
-                (f"{py} -m pip install flash-attn-4",),
+                "only read in a real site directory (the reinstall below does it)."
             )
         )
         return tuple(remedies)
     if cause in _SIMPLE:
-        text, commands = _SIMPLE[cause]
-        return (Remedy(text, tuple(c.format(py=py) for c in commands)),)
+        text, argvs = _SIMPLE[cause]
+        return (Remedy(text, actions=_run(py, *argvs)),)
     if cause == "module_missing":
         mod = str(ev.get("module", r.module))
         if mod.split(".")[0] == "torch":
-            return (
-                Remedy("Install torch into the interpreter that runs the server.", (f"{py} -m pip install torch",)),
-            )
+            return (Remedy("Install torch into the interpreter that runs the server (see torch.missing)."),)
         top = mod.split(".")[0]
         text = (
             f"Python cannot import '{mod}': install it into this interpreter, and do not start the server from inside "
             "a source checkout whose folder shadows the installed package. The command shows which one is found."
         )
-        return (Remedy(text, (f'{py} -c "import importlib.util as u; print(u.find_spec({top!r}))"',)),)
-    return (Remedy("Run the import by hand to see the full traceback.", (f'{py} -c "import {r.module}"',)),)
+        code = f'import importlib.util as u; print(u.find_spec("{top}"))' if _MODULE.match(top) else ""
+        return (Remedy(text, actions=(RunCommand((py, "-c", code)),) if code else ()),)
+    line = _import_line(r.module)
+    return (
+        Remedy(
+            "Run the import by hand to see the full traceback.", actions=_run(py, (_PY, "-c", line)) if line else ()
+        ),
+    )
