@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
@@ -137,6 +138,7 @@ class _Check:
         self.deadline = time.monotonic() + BUDGET_SECONDS
         self.findings: list[Finding] = []
         self.served: dict[str, _Served] = {}
+        self.extensions: dict[str, Extension] = {}
         self.skipped: list[str] = []
 
     def fail(
@@ -314,8 +316,8 @@ class _Check:
 
     def run(self) -> list[Finding]:
         installed = [(k, s.dist) for k, s in self.states.items() if s.dist is not None]
-        extensions = find_extensions(installed)
-        for ext in extensions:
+        for ext in find_extensions(installed):
+            self.extensions[ext.relpath] = ext
             if time.monotonic() > self.deadline:
                 self.skipped.append(f"{ext.relpath}: not inspected (the {BUDGET_SECONDS:.0f} s budget ran out)")
                 continue
@@ -333,27 +335,42 @@ class _Check:
                 self.served[ext.relpath] = _Served(ext.dist, fb)
             self.libc(ext, elf)
             self.torch_symbols(ext, elf)
-        if extensions:
+        if self.served or self.skipped:
             self.findings.append(self.summary())
         return self.findings
 
     def summary(self) -> Finding:
-        jit = any(row.jit for row in self.served.values())
-        severity = Severity.INFO if not self.targets or jit else Severity.OK
+        jit = {row.dist: ext for ext, row in self.jit_only()}
+        fixes: list[Remedy] = []
+        if not self.targets:
+            fixes.append(
+                Remedy(
+                    "No GPU is visible: name the GPUs the server will run on (a CI runner building an image) to have "
+                    "each extension judged against them.",
+                    actions=(RunCommand(("fa-doctor", "check", "--gpu-arch", "sm_90,sm_100")),),
+                )
+            )
+        for dist, ext in jit.items():
+            for fix in remedies.reinstall(self.facts, ext.impl):
+                text = f"{dist} has only PTX for some GPUs, JIT-compiled at the first call (slow). {fix.text}"
+                fixes.append(dataclasses.replace(fix, text=text))
+        severity = Severity.INFO if fixes else Severity.OK
         judged = ", ".join(t.label for t in self.targets) or "no GPU and no --gpu-arch: nothing to judge against"
         return Finding(
             "binary.archs",
             severity,
             "What the compiled FA extensions can run on",
-            "\n".join(
-                [*(row.line(rel) for rel, row in self.served.items()), f"Judged against: {judged}", *self.skipped]
-            ),
+            "\n".join([*(r.line(rel) for rel, r in self.served.items()), f"Judged against: {judged}", *self.skipped]),
             {
                 "extensions": {rel: row.to_dict() for rel, row in self.served.items()},
                 "targets": [t.label for t in self.targets],
                 "skipped": self.skipped,
             },
+            tuple(fixes),
         )
+
+    def jit_only(self) -> list[tuple[Extension, _Served]]:
+        return [(self.extensions[rel], row) for rel, row in self.served.items() if row.jit]
 
 
 def _requires(states: Mapping[str, ImplState], key: str) -> tuple[str, ...]:

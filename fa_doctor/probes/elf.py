@@ -280,7 +280,7 @@ def read_elf(path: str, *, symbols: bool = True, deadline: float | None = None) 
         return _read(r, path, symbols)
     except ElfFormatError as exc:
         return ElfInfo(path, error=str(exc))
-    except (OSError, ValueError, struct.error, MemoryError, OverflowError) as exc:
+    except (OSError, ValueError, IndexError, struct.error, MemoryError, OverflowError) as exc:
         return ElfInfo(path, error=f"unreadable: {type(exc).__name__}: {exc}")
     finally:
         os.close(fd)
@@ -436,7 +436,7 @@ def exported(path: str, names: Iterable[str], *, deadline: float | None = None) 
         return Exports(path, frozenset(found))
     except ElfFormatError as exc:
         return Exports(path, frozenset(), str(exc))
-    except (OSError, ValueError, struct.error, MemoryError, OverflowError, UnicodeError) as exc:
+    except (OSError, ValueError, IndexError, struct.error, MemoryError, OverflowError, UnicodeError) as exc:
         return Exports(path, frozenset(), f"unreadable: {type(exc).__name__}: {exc}")
     finally:
         os.close(fd)

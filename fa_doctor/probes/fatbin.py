@@ -99,13 +99,13 @@ def arch_of(kind: int, number: int, flags: int) -> Arch:
 class _Walk:
     def __init__(self, fd: int, start: int, end: int, deadline: float | None) -> None:
         self.fd, self.end, self.deadline = fd, end, deadline
-        self.pos = start
+        self.pos = self.start = start
         self.counts: Counter[Arch] = Counter()
         self.containers = self.entries = self.compressed = 0
 
     def read(self, offset: int, length: int) -> bytes:
         if offset + length > self.end:
-            raise ValueError(f"a header at section offset {offset} runs past the section's end")
+            raise ValueError(f"a header at section offset {offset - self.start} runs past the section's end")
         data = os.pread(self.fd, length, offset)
         if len(data) != length:
             raise ValueError("short read (the file is shorter than its section table says)")
@@ -129,7 +129,9 @@ class _Walk:
             first = self.pos + header_size
             stop = first + size
             if header_size < _CONTAINER.size or stop > self.end:
-                raise ValueError(f"the container at section offset {self.pos - base} claims {size} bytes past its end")
+                raise ValueError(
+                    f"the container at section offset {self.pos - base} claims {size} bytes, past the section's end"
+                )
             self.containers += 1
             self.entries_in(first, stop)
             self.pos = stop
