@@ -233,6 +233,13 @@ def exec_(
     raise typer.Exit(command.become(options.command, command.server_env(options)))
 
 
+def interrupted(args: list[str], signum: int) -> None:
+    """A signal that came before the command ran: the same result and exit code as one that came during it."""
+    from fa_doctor.output import emit_interrupted
+
+    sys.exit(emit_interrupted(app, args, signum))
+
+
 def main(argv: list[str] | None = None, early: object = None) -> None:
     """No traceback reaches the user, and a JSON format always gets one JSON document. `early`: a TargetProbe
     already started by fa_doctor.entry."""

@@ -35,13 +35,20 @@ def _early_python(args: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from fa_doctor import interrupt
+
+    interrupt.install()  # before any child starts: a signal from here on ends them all
     args = sys.argv[1:] if argv is None else list(argv)
-    python = _early_python(args)
-    early = None
-    if python:
-        from fa_doctor.probes.target import TargetProbe
+    try:
+        python = _early_python(args)
+        early = None
+        if python:
+            from fa_doctor.probes.target import TargetProbe
 
-        early = TargetProbe(python)
-    from fa_doctor.cli import main as cli_main
+            early = TargetProbe(python)
+        from fa_doctor.cli import main as cli_main
+    except interrupt.Interrupted as exc:  # while typer was still loading
+        from fa_doctor.cli import interrupted
 
+        interrupted(args, exc.signum)
     cli_main(args, early=early)

@@ -37,20 +37,28 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 
-@contextlib.contextmanager
-def handled() -> Iterator[None]:
-    """Install the handlers for the duration of a run (main thread only; elsewhere it does nothing)."""
-    previous = {}
+def install() -> dict[int, object]:
+    """Install the handlers (main thread only; elsewhere nothing); returns the dispositions they replaced.
+    Installed first thing in `fa_doctor.entry`, before any child can start."""
+    previous: dict[int, object] = {}
     try:
         for sig in SIGNALS:
-            # A signal the caller ignores (nohup's SIGHUP) stays ignored, here and in a COMMAND that exec starts.
-            if signal.getsignal(sig) is not signal.SIG_IGN:
+            old = signal.getsignal(sig)
+            # A signal the caller ignores (nohup's SIGHUP) stays ignored, here and in a COMMAND exec starts.
+            if old is not signal.SIG_IGN and old is not _handler:
                 previous[sig] = signal.signal(sig, _handler)
     except ValueError:  # not the main thread
         pass
+    return previous
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """The handlers for the duration of a block; what was there before comes back after it."""
+    previous = install()
     try:
         yield
     finally:
         for sig, old in previous.items():
             with contextlib.suppress(ValueError, TypeError):
-                signal.signal(sig, old)
+                signal.signal(sig, old)  # type: ignore[arg-type]

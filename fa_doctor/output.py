@@ -116,7 +116,8 @@ def run_and_deliver(
         result = error_result(name, str(exc))
     except Interrupted as exc:
         result = interrupted_result(name, exc.signum)
-        sys.stderr.write(f"fa-doctor: {result.error}\n")
+        if out.format != "human":  # the human report says it on stderr itself
+            sys.stderr.write(f"fa-doctor: {result.error}\n")
     return deliver(result, out, stream), result
 
 
@@ -189,9 +190,7 @@ def main_guard(app: Any, args: list[str], early: object) -> int:
             try:
                 code = app(args=args, prog_name="fa-doctor", standalone_mode=False, obj={"early_target": early})
             except Interrupted as exc:
-                result = interrupted_result(command, exc.signum)
-                sys.stderr.write(f"fa-doctor: {result.error}\n")
-                code = _error_out(app, args, result)
+                code = emit_interrupted(app, args, exc.signum)
             except BrokenPipeError:
                 _silence(sys.stdout)
                 code = EXIT_ERROR
@@ -217,6 +216,17 @@ def main_guard(app: Any, args: list[str], early: object) -> int:
         sys.stderr.write("fa-doctor: stdout is closed: the report could not be written\n")
         return EXIT_ERROR
     return code
+
+
+def emit_interrupted(app: Any, args: list[str], signum: int) -> int:
+    from fa_doctor import proc
+
+    proc.terminate_all()
+    command = args[0] if args and not args[0].startswith("-") else "fa-doctor"
+    result = interrupted_result(command, signum)
+    if requested_format(app, args) != "human":
+        sys.stderr.write(f"fa-doctor: {result.error}\n")
+    return _error_out(app, args, result)
 
 
 def _error_out(app: Any, args: Sequence[str], result: Result) -> int:
