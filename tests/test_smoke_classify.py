@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -235,6 +236,7 @@ def test_cxx11_extension_flag() -> None:
         ("_ZN3fooIT0_E1fESs", "cxx11"),
         ("_ZN3foo1fEDv4_fSs", "cxx11"),  # Dv4_ vector length
         ("_ZN12SsSsSsSsSsSs1fEv", "unknown"),
+        ("_ZN1X2SsEv", "unknown"),  # the digit after a one-letter name "X" is the next name's length
     ],
 )
 def test_abi_hint_reads_mangled_names(symbol: str, abi: str) -> None:
@@ -377,3 +379,37 @@ def test_rules_run_in_order_over_the_chain() -> None:
     )
     assert classify("RuntimeError", "Found no NVIDIA driver on your system; No module named 'x'", []).cause == "no_cuda"
     assert classify("", "No module named 'x'", []).message == "No module named 'x'"
+
+
+def test_library_is_read_from_a_chain_entry() -> None:
+    lib = "/opt/sgl_kernel/flash_ops.abi3.so"
+    p = classify("ImportError", SGL, [f"{lib}: undefined symbol: _ZN3c104cuda9SetDeviceEi"])
+    assert p.cause == "torch_abi" and p.evidence["library"] == lib
+
+
+def fake_cxxfilt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, body: str) -> None:
+    tool = tmp_path / "c++filt"
+    tool.write_text(f"#!/bin/sh\n{body}\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
+def test_demangle_only_asks_cxxfilt_about_mangled_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from fa_doctor.smoke.classify import demangle
+
+    fake_cxxfilt(monkeypatch, tmp_path, "echo 'demangled name'")
+    assert demangle("_ZN1a1bEv") == "demangled name"
+    assert demangle("cudaLaunchKernelExC") is None
+    fake_cxxfilt(monkeypatch, tmp_path, "echo 'demangled name'; exit 1")
+    assert demangle("_ZN1a1bEv") is None
+    fake_cxxfilt(monkeypatch, tmp_path, ":")
+    assert demangle("_ZN1a1bEv") is None
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert demangle("_ZN1a1bEv") is None
+
+
+def test_demangle_is_bounded_in_time(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from fa_doctor.smoke.classify import demangle
+
+    fake_cxxfilt(monkeypatch, tmp_path, "/bin/sleep 2.6; echo late")
+    assert demangle("_ZN1a1bEv") is None

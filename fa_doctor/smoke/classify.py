@@ -198,15 +198,21 @@ def _cute_dsl(text: str) -> _Found:
     return None
 
 
-def _contains(cause: str, summary: str, *needles: str) -> Callable[[str], _Found]:
-    def rule(text: str) -> _Found:
-        low = text.lower()
-        for needle in needles:
-            if needle.lower() in low:
-                return cause, summary, {"matched": needle}
-        return None
+@dataclass(frozen=True)
+class _Contains:
+    """A rule that matches any of a few fixed phrases, case-insensitively (a class, not a closure: built at import,
+    decided at call time)."""
 
-    return rule
+    cause: str
+    summary: str
+    needles: tuple[str, ...]
+
+    def __call__(self, text: str) -> _Found:
+        low = text.lower()
+        for needle in self.needles:
+            if needle.lower() in low:
+                return self.cause, self.summary, {"matched": needle}
+        return None
 
 
 def _module_missing(text: str) -> _Found:
@@ -226,37 +232,43 @@ _RULES: tuple[Callable[[str], _Found], ...] = (
     _glibc,
     _cuda_runtime,
     _cute_dsl,
-    _contains(
+    _Contains(
         "driver_too_old",
         "The NVIDIA driver is too old for the CUDA version this build uses.",
-        "CUDA driver version is insufficient",
-        "cudaErrorInsufficientDriver",
-        "NVIDIA driver on your system is too old",
+        (
+            "CUDA driver version is insufficient",
+            "cudaErrorInsufficientDriver",
+            "NVIDIA driver on your system is too old",
+        ),
     ),
-    _contains(
+    _Contains(
         "no_kernel_image",
         "The build contains no GPU code for this GPU's architecture.",
-        "no kernel image is available",
+        ("no kernel image is available",),
     ),
-    _contains(
+    _Contains(
         "gpu_too_old",
         "This GPU is older than FlashAttention supports (it needs Ampere, compute capability 8.0, or newer).",
-        "only supports Ampere GPUs or newer",
-        "Unsupported compute capability",
-        "only supported on devices with compute capability >= 8",
-        "only supported on sm90 and above",
+        (
+            "only supports Ampere GPUs or newer",
+            "Unsupported compute capability",
+            "only supported on devices with compute capability >= 8",
+            "only supported on sm90 and above",
+        ),
     ),
-    _contains(
+    _Contains(
         "no_cuda",
         "torch in the target interpreter cannot use a GPU (CPU-only build, or no driver).",
-        "Torch not compiled with CUDA enabled",
-        "Found no NVIDIA driver on your system",
-        "torch.cuda.is_available() is False",
+        (
+            "Torch not compiled with CUDA enabled",
+            "Found no NVIDIA driver on your system",
+            "torch.cuda.is_available() is False",
+        ),
     ),
     _module_missing,
-    _contains(
+    _Contains(
         "sgl_kernel_fa3",
         "sgl_kernel could not load its FA3 extension (flash_ops); the reason is hidden behind a generic message.",
-        "Can not import FA3 in sgl_kernel",
+        ("Can not import FA3 in sgl_kernel",),
     ),
 )
