@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import junitparser
 import pytest
 import typer.main
 import yaml
@@ -286,3 +287,38 @@ def test_slurm_prolog_drains_only_on_a_failing_finding(tmp_path: Path) -> None:
     assert "check --require-gpu" in log.read_text() and "on 1,3" in log.read_text()
     no_gpus = subprocess.run(["bash", str(script)], env={"PATH": "/usr/bin:/bin"}, capture_output=True, timeout=30)
     assert no_gpus.returncode == 0  # a CPU job never drains the node
+
+
+# ---- the CPU-runner recipes, run ------------------------------------------------------------------------------
+
+
+def _recipe_args(name: str) -> list[str]:
+    (args,) = (a for a in invocations("\n".join(_lines(yaml.safe_load(BLOCKS[name])))) if "--no-smoke" in a)
+    return args
+
+
+@pytest.mark.parametrize("name", [".github/workflows/fa-doctor.yml", ".gitlab-ci.yml"])
+def test_cpu_recipe_runs_once_and_writes_every_report(name: str, cli: Any, fenv: Any, tmp_path: Path) -> None:
+    """The CPU-runner command exactly as the page gives it, against a broken install (FA2 and FA4 both own
+    flash_attn/cute): stdout in the chosen format, the JUnit file and the Markdown beside it, one exit code."""
+    fenv.torch()
+    fenv.fa2()
+    fenv.fa4()
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    args = _recipe_args(name)
+    args[args.index("--python") + 1] = fenv.python
+    for option in ("--junit-xml", "--markdown"):
+        if option in args:
+            args[args.index(option) + 1] = str(tmp_path / args[args.index(option) + 1])
+    run = cli(*args, env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert run.code == 1
+    suite = next(iter(junitparser.JUnitXml.fromfile(str(tmp_path / "fa-doctor.xml"))))
+    failed = {case.name.split(":")[0] for case in suite if not case.is_passed and not case.is_skipped}
+    assert "package.conflict" in failed and suite.failures == len(failed)
+    if name.startswith(".github"):
+        assert "::error title=" in run.stdout and "package.conflict" in run.stdout
+        assert summary.read_text().startswith("earlier step\n## ❌ fa-doctor check: FAIL")  # appended
+    else:
+        assert (tmp_path / "fa-doctor.md").read_text().startswith("## ❌ fa-doctor check: FAIL")
+        assert summary.read_text() == "earlier step\n"
