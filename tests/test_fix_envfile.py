@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -230,3 +231,28 @@ def test_only_lf_splits_lines() -> None:
     # \f, \x1c and U+2028 are not line ends in a shell or dotenv file: a split there would drop bytes
     text = f"A=1\x0cB\u2028C\n{N}=3\n\x1cD=4"
     assert rewrite(text, None) == ("A=1\x0cB\u2028C\n\x1cD=4", [2])
+
+
+@pytest.mark.parametrize(
+    ("shell", "text"),
+    [
+        ("bash", f"A=1\nexport B=2 {N}='3' C=x\nalias ll='ls -l'\n"),
+        ("dash", f'export {N}="3"  # pinned\nexport A=1\n'),
+        ("fish", f"set -gx A 1\nset -gx {N} 3\nset -e {N}_OTHER\n"),
+    ],
+)
+def test_edited_profiles_still_source_in_a_real_shell(tmp_path: Path, shell: str, text: str) -> None:
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    for value, expected in ((4, "4"), (None, "unset")):
+        path = write(tmp_path / f"profile-{value}", text.encode())
+        assert edit(str(path), set_value=value, dry_run=False).changed
+        if shell == "fish":
+            script = f'source {path}; if set -q {N}; echo -n ${N}; else; echo -n unset; end; echo -n "|$A"'
+        else:
+            script = (
+                f'. {path}; if [ -n "${{{N}+x}}" ]; then printf %s "${N}"; else printf unset; fi; printf "|%s" "$A"'
+            )
+        env = {k: v for k, v in os.environ.items() if k != N}
+        done = subprocess.run([shell, "-c", script], capture_output=True, text=True, timeout=30, env=env, check=False)
+        assert done.stdout == f"{expected}|1", done.stderr

@@ -113,7 +113,7 @@ def test_detect_shell(probed: str | None, env_shell: str | None, expected: str) 
     assert detect_shell(env, probe=lambda: probed) == expected
 
 
-@pytest.mark.parametrize(("shell", "expected"), [("bash", "bash"), ("dash", "sh")])
+@pytest.mark.parametrize(("shell", "expected"), [("bash", "bash"), ("dash", "sh"), ("fish", "fish")])
 def test_detect_shell_from_the_real_parent(tmp_path: Path, shell: str, expected: str) -> None:
     if shutil.which(shell) is None:
         pytest.skip(f"{shell} is not installed")
