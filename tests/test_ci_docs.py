@@ -272,7 +272,9 @@ def test_slurm_prolog_drains_only_on_a_failing_finding(tmp_path: Path) -> None:
     venv = tmp_path / "venv" / "bin"
     venv.mkdir(parents=True)
     script = tmp_path / "prolog.sh"
-    script.write_text(BLOCKS["prolog-fa-doctor.sh"].replace("/opt/sglang/venv", str(tmp_path / "venv")))
+    text = BLOCKS["prolog-fa-doctor.sh"].replace("/opt/sglang/venv", str(tmp_path / "venv"))
+    assert "export PATH=/usr/sbin:/usr/bin:/sbin:/bin " in text  # Slurm gives prologs no PATH
+    script.write_text(text.replace("export PATH=", f"export PATH={tmp_path / 'bin'}:"))  # the stand-in logger
     logger = tmp_path / "bin"
     logger.mkdir()
     (logger / "logger").write_text('#!/bin/sh\ncat >> "$LOG"\n')
@@ -281,11 +283,11 @@ def test_slurm_prolog_drains_only_on_a_failing_finding(tmp_path: Path) -> None:
     for code, expect in ((0, 0), (2, 0), (1, 1)):  # the stand-in fails last: the no-GPU run below must not call it
         (venv / "fa-doctor").write_text(f'#!/bin/sh\necho "fa-doctor $* on $CUDA_VISIBLE_DEVICES"\nexit {code}\n')
         (venv / "fa-doctor").chmod(0o755)
-        env = {"PATH": f"{logger}:/usr/bin:/bin", "LOG": str(log), "SLURM_JOB_GPUS": "1,3", "SLURM_JOB_ID": "7"}
+        env = {"LOG": str(log), "SLURM_JOB_GPUS": "1,3", "SLURM_JOB_ID": "7"}  # no PATH, as Slurm runs it
         result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=30)
         assert result.returncode == expect, (code, result.stderr)
     assert "check --require-gpu" in log.read_text() and "on 1,3" in log.read_text()
-    no_gpus = subprocess.run(["bash", str(script)], env={"PATH": "/usr/bin:/bin"}, capture_output=True, timeout=30)
+    no_gpus = subprocess.run(["bash", str(script)], env={}, capture_output=True, timeout=30)
     assert no_gpus.returncode == 0  # a CPU job never drains the node
 
 
