@@ -418,6 +418,13 @@ def test_markdown_fence_is_longer_than_any_backtick_run(content: str) -> None:
     assert token.type == "fence" and token.content == f"{content}\nsecond\n"
 
 
+def test_markdown_appended_text_stays_out_of_the_table() -> None:
+    only_failing = replace(sample(), findings=sample().findings[1:2])
+    tokens = GFM.parse(MarkdownRenderer().render(only_failing) + "appended by a later command\n")
+    assert sum(t.type == "tr_open" for t in tokens) == 2  # the header and the one finding
+    assert tokens[-2].content == "appended by a later command"
+
+
 def test_markdown_error_result() -> None:
     text = MarkdownRenderer().render(error_result("check", "--python '<x>': no such file"))
     assert text.startswith("## ❌ fa-doctor check: could not run") and "&lt;x&gt;" in text

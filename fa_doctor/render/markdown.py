@@ -95,4 +95,5 @@ class MarkdownRenderer(Renderer):
             noun = "finding" if len(quiet) == 1 else "findings"
             out += ["", f"<details><summary>{len(quiet)} passing or informational {noun}</summary>", ""]
             out += [*_table(quiet), "", "</details>"]
-        return "\n".join(out) + "\n"
+        # A blank line last: what is appended after it (the step summary file is shared) cannot join the table.
+        return "\n".join(out) + "\n\n"
