@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 
 from packaging.version import InvalidVersion, Version
 
@@ -30,362 +31,256 @@ from fa_doctor.checks.override import shown
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
 
-_ENVBOOL_TRUE = ("true", "1", "yes", "y")
-_ENVBOOL_FALSE = ("false", "0", "no", "n")
+_ENVBOOL = ("true", "1", "yes", "y", "false", "0", "no", "n")
 _GET_BOOL = ("true", "1", "false", "0")
 _FA4_ARCH = re.compile(r"^(?:sm_?|SM_?)?(\d+)(\d)([af]?)$")  # re.match, as FA4 does: `$` admits a final \n
 _DSL_ARCH = re.compile(r"sm_(\d+)(\d)([af]?)")
-_VLLM_LAST_READER = Version("0.15.0")  # first release that no longer reads VLLM_FLASH_ATTN_VERSION
+_VLLM_STOPPED_READING = Version("0.15.0")  # the first release that ignores VLLM_FLASH_ATTN_VERSION
+_FLAG = "--attention-config.flash_attn_version N"
+Make = Callable[..., list[Finding]]
 
 
 def _unset(name: str, text: str) -> Remedy:
     return Remedy(text, actions=(UnsetEnv(name),))
 
 
-def _finding(fid: str, severity: Severity, name: str, value: str, title: str, detail: str, **extra: object) -> Finding:
-    remedy = extra.pop("remedy", None)
-    evidence = {"variable": name, "value": shown(value), **extra}
-    return Finding(fid, severity, title, detail, evidence, (remedy,) if isinstance(remedy, Remedy) else ())
+def _maker(name: str, value: str, remedy: Remedy | None, **common: object) -> Make:
+    """A one-finding list for this variable: evidence names it and its (escaped) value, plus `common`."""
+
+    def make(
+        fid: str, severity: Severity, title: str, detail: str, fix: Remedy | None = None, **ev: object
+    ) -> list[Finding]:
+        evidence = {"variable": name, "value": shown(value), **common, **ev}
+        chosen = fix or remedy
+        return [Finding(fid, severity, title, detail, evidence, (chosen,) if chosen else ())]
+
+    return make
 
 
 def _sgl_fa3_kernel(facts: Facts, value: str) -> list[Finding]:
     name = "SGLANG_USE_SGL_FA3_KERNEL"
+    make = _maker(name, value, _unset(name, "Unset it to use sgl_kernel's FA3 (the default)."))
     low = value.lower()
-    if low not in _ENVBOOL_TRUE + _ENVBOOL_FALSE:
-        return [
-            _finding(
-                "knob.invalid",
-                Severity.WARN,
-                name,
-                value,
-                f"{name} is not a boolean: SGLang ignores it",
-                f"{name}={shown(value)}: SGLang accepts true/1/yes/y or false/0/no/n in any case. For anything "
-                f'else it warns `Invalid value for {name}: "{shown(low)[1:-1]}" is not a valid boolean value, '
-                'using default "True"` and uses the default: FA3 from sgl_kernel.',
-                expected="true/1/yes/y or false/0/no/n",
-                remedy=_unset(name, f"Unset {name} (sgl_kernel's FA3, the default), or set it to true or false."),
-            )
-        ]
-    if low in _ENVBOOL_TRUE:
+    if low not in _ENVBOOL:
+        return make(
+            "knob.invalid",
+            Severity.WARN,
+            f"{name} is not a boolean: SGLang ignores it",
+            f"{name}={shown(value)}: SGLang accepts true/1/yes/y or false/0/no/n in any case. For anything else it "
+            f'warns `Invalid value for {name}: "{shown(low)[1:-1]}" is not a valid boolean value, using default '
+            '"True"` and uses the default: FA3 from sgl_kernel.',
+            _unset(name, f"Unset {name} (sgl_kernel's FA3, the default), or set it to true or false."),
+            expected="true/1/yes/y or false/0/no/n",
+        )
+    if _ENVBOOL.index(low) < 4:
         return []
     hub = facts.scan.first("kernels") is not None
-    detail = (
-        "FA3 is loaded from the Hugging Face hub kernel kernels-community/sgl-flash-attn3 instead of "
-        "sgl_kernel; it needs the `kernels` package and the hub (or a warm cache / kernels.lock)."
+    return make(
+        "knob.active",
+        Severity.INFO if hub else Severity.WARN,
+        f"{name}={shown(value)}: FA3 from the hub",
+        "FA3 is loaded from the Hugging Face hub kernel kernels-community/sgl-flash-attn3 instead of sgl_kernel; "
+        "it needs the `kernels` package and the hub (or a warm cache / kernels.lock)."
+        + ("" if hub else " `kernels` is not installed, so SGLang warns and falls back to sgl_kernel."),
+        kernels_installed=hub,
     )
-    if not hub:
-        detail += " `kernels` is not installed, so SGLang warns and falls back to sgl_kernel."
-    return [
-        _finding(
-            "knob.active",
-            Severity.WARN if not hub else Severity.INFO,
-            name,
-            value,
-            f"{name}={shown(value)}: FA3 from the hub",
-            detail,
-            kernels_installed=hub,
-            remedy=_unset(name, "Unset it to use sgl_kernel's FA3 (the default)."),
-        )
-    ]
 
 
 def _flashinfer_flag(value: str) -> list[Finding]:
     name = "SGLANG_IS_FLASHINFER_AVAILABLE"
     if value.lower() in _GET_BOOL:
         return []
-    return [
-        _finding(
-            "knob.invalid",
-            Severity.WARN,
-            name,
-            value,
-            f"{name}={shown(value)} means false to SGLang",
-            "SGLang reads it with get_bool_env_var, which counts only true/1 as true (false/0 as false): any other "
-            "value warns `encountered unrecognized value=... and will treat as false`. Flashinfer then counts as "
-            "unavailable, and where SGLang would default to flashinfer it picks triton.",
-            expected="true/1 or false/0",
-            remedy=Remedy(
-                f"Unset {name} (the default is true), or set it to exactly false.",
-                actions=(UnsetEnv(name),),
-            ),
-        )
-    ]
+    return _maker(name, value, _unset(name, f"Unset {name} (the default is true), or set it to exactly false."))(
+        "knob.invalid",
+        Severity.WARN,
+        f"{name}={shown(value)} means false to SGLang",
+        "SGLang reads it with get_bool_env_var, which counts only true/1 as true (false/0 as false): any other value "
+        "warns `encountered unrecognized value=... and will treat as false`. Flashinfer then counts as unavailable, "
+        "and where SGLang would default to flashinfer it picks triton.",
+        expected="true/1 or false/0",
+    )
 
 
 def _vllm_version(facts: Facts, value: str) -> list[Finding]:
     name = "VLLM_FLASH_ATTN_VERSION"
     vllm = facts.scan.first("vllm")
-    flag = "--attention-config.flash_attn_version N"
     if vllm is None:
-        return [
-            _finding(
-                "knob.ignored",
-                Severity.INFO,
-                name,
-                value,
-                f"{name} is set but vLLM is not installed here",
-                "Nothing in this environment reads it.",
-                vllm=None,
-                remedy=_unset(name, "Unset it, or leave it for another environment."),
-            )
-        ]
+        make = _maker(name, value, _unset(name, "Unset it, or leave it for another environment."), vllm=None)
+        return make("knob.ignored", Severity.INFO, f"{name} is set but vLLM is not installed here", "Nothing reads it.")
     try:
-        reads = Version(vllm.version) < _VLLM_LAST_READER
+        reads = Version(vllm.version) < _VLLM_STOPPED_READING
     except InvalidVersion:
         reads = False
-    common = {"vllm": vllm.version}
+    v = vllm.version
     if not reads:
-        return [
-            _finding(
-                "knob.ignored",
-                Severity.WARN,
-                name,
-                value,
-                f"{name} is set but vLLM {vllm.version} does not read it",
-                f"vLLM 0.14.1 was the last release to read it (as a deprecated alias); 0.15.0 and later ignore it. "
-                f"Pass `{flag}` (2, 3 or 4) instead.",
-                remedy=_unset(name, f"Unset it and pass `{flag}` to vLLM."),
-                **common,
-            )
-        ]
-    remedy = _unset(name, f"Unset it (vLLM picks the version for the GPU), or pass `{flag}` instead.")
+        make = _maker(name, value, _unset(name, f"Unset it and pass `{_FLAG}` to vLLM."), vllm=v)
+        return make(
+            "knob.ignored",
+            Severity.WARN,
+            f"{name} is set but vLLM {v} does not read it",
+            f"vLLM 0.14.1 was the last release to read it (a deprecated alias); 0.15.0 and later ignore it. Pass "
+            f"`{_FLAG}` (2, 3 or 4) instead.",
+        )
+    make = _maker(name, value, _unset(name, f"Unset it (vLLM picks for the GPU), or pass `{_FLAG}` instead."), vllm=v)
     try:
-        number = int(value) if len(value) <= 40 else None
+        number = int(value) if len(value) <= 40 else None  # vLLM's own int(): " 3" is 3
     except ValueError:
         number = None
+    expected = "2 (SM>=8), 3 (SM 9.x) or 4 (SM 10.x)"
     if number is None:
-        return [
-            _finding(
-                "knob.invalid",
-                Severity.FAIL,
-                name,
-                value,
-                f"{name} is not an integer",
-                f"vLLM {vllm.version} calls int() on it and stops at start-up with a ValueError.",
-                expected="2 or 3 (4 on SM 10.x)",
-                remedy=remedy,
-                **common,
-            )
-        ]
-    majors = {c[0] for c in facts.capabilities}
-    supported = {2: majors and min(majors) >= 8, 3: majors == {9}, 4: majors == {10}}
-    if number not in supported:
-        problem = "an unsupported version"
-    elif majors and number == 3 and majors == {10}:
-        return [
-            _finding(
-                "knob.conflict",
-                Severity.WARN,
-                name,
-                value,
-                f"{name}=3 on Blackwell: vLLM uses FA2",
-                f'vLLM {vllm.version} warns "Cannot use FA version 3 on Blackwell platform, defaulting to FA '
-                'version 2".',
-                remedy=remedy,
-                **common,
-            )
-        ]
-    elif majors and not supported[number]:
-        problem = f"FA{number} on compute capability {', '.join(f'{m}.x' for m in sorted(majors))}"
-    else:
-        return [
-            _finding(
-                "knob.active",
-                Severity.INFO,
-                name,
-                value,
-                f"{name}={number} pins vLLM's FA{number}",
-                f"vLLM {vllm.version} reads it as a deprecated alias of `{flag}`; vLLM 0.15.0 and later ignore it.",
-                remedy=remedy,
-                **common,
-            )
-        ]
-    return [
-        _finding(
-            "knob.invalid" if number not in supported else "knob.conflict",
+        return make(
+            "knob.invalid",
             Severity.FAIL,
-            name,
-            value,
-            f"{name}={number} cannot work here",
-            f"vLLM {vllm.version} asserts the pinned version is supported ({problem}); when it is not, "
-            "FlashAttention counts as unavailable and the FLASH_ATTN backend fails.",
-            expected="2 (SM>=8), 3 (SM 9.x) or 4 (SM 10.x)",
-            remedy=remedy,
-            **common,
+            f"{name} is not an integer",
+            f"vLLM {v} calls int() on it and stops at start-up with a ValueError.",
+            expected=expected,
         )
-    ]
-
-
-def _path_major(sm: int) -> int:
-    return sm // 10
+    majors = {c[0] for c in facts.capabilities}
+    runs = {2: min(majors, default=8) >= 8, 3: majors <= {9}, 4: majors <= {10}}
+    if number == 3 and majors == {10}:
+        return make(
+            "knob.conflict",
+            Severity.WARN,
+            f"{name}=3 on Blackwell: vLLM uses FA2",
+            f'vLLM {v} warns "Cannot use FA version 3 on Blackwell platform, defaulting to FA version 2".',
+        )
+    if runs.get(number):
+        return make(
+            "knob.active",
+            Severity.INFO,
+            f"{name}={number} pins vLLM's FA{number}",
+            f"vLLM {v} reads it as a deprecated alias of `{_FLAG}`; vLLM 0.15.0 and later ignore it.",
+        )
+    problem = (
+        f"FA{number} on compute capability {', '.join(f'{m}.x' for m in sorted(majors))}"
+        if number in runs
+        else "an unknown version"
+    )
+    return make(
+        "knob.conflict" if number in runs else "knob.invalid",
+        Severity.FAIL,
+        f"{name}={number} cannot work here",
+        f"vLLM {v} asserts the pinned version is supported ({problem}); when it is not, FlashAttention counts as "
+        "unavailable and the FLASH_ATTN backend fails.",
+        expected=expected,
+    )
 
 
 def _fa4_arch(facts: Facts, value: str) -> list[Finding]:
     name = "FLASH_ATTENTION_ARCH"
+    make = _maker(name, value, _unset(name, f"Unset {name}: FA4 picks the kernel path from the GPU."))
     m = _FA4_ARCH.match(value)
     if m is None:
-        return [
-            _finding(
-                "knob.invalid",
-                Severity.FAIL,
-                name,
-                value,
-                f"{name} is not an SM number FA4 can parse",
-                f"FA4 raises `ValueError: Invalid arch format: {shown(value)[1:-1]}` at its first call. It accepts "
-                "sm_90, sm90, SM_100a, 90 or 100 (a lower-case `sm` or upper-case `SM` prefix, no blanks).",
-                expected="sm_80, sm_90, sm_100, sm_120 (or the bare number)",
-                remedy=_unset(name, f"Unset {name}: FA4 reads the architecture from the GPU."),
-            )
-        ]
+        return make(
+            "knob.invalid",
+            Severity.FAIL,
+            f"{name} is not an SM number FA4 can parse",
+            f"FA4 raises `ValueError: Invalid arch format: {shown(value)[1:-1]}` at its first call. It accepts sm_90, "
+            "sm90, SM_100a, 90 or 100 (a lower-case `sm` or upper-case `SM` prefix, no blanks).",
+            expected="sm_80, sm_90, sm_100, sm_120 (or the bare number)",
+        )
     sm = int(m.group(1)) * 10 + int(m.group(2))
-    path = _path_major(sm)
+    path = sm // 10
     majors = {c[0] for c in facts.capabilities}
     gpus = ", ".join(f"sm_{c[0]}{c[1]}" for c in facts.capabilities)
-    remedy = _unset(name, f"Unset {name}: FA4 picks the kernel path from the GPU.")
     if not majors:
-        return [
-            _finding(
-                "knob.active",
-                Severity.INFO,
-                name,
-                value,
-                f"{name}={shown(value)} picks FA4's SM{sm} kernel path",
-                "FA4 takes this kernel path whatever the GPU. With no GPU (compiling ahead of time) set the "
-                "compilation target too: CUTE_DSL_ARCH.",
-                sm=sm,
-                remedy=remedy,
-            )
-        ]
+        return make(
+            "knob.active",
+            Severity.INFO,
+            f"{name}={shown(value)} picks FA4's SM{sm} kernel path",
+            "FA4 takes this kernel path whatever the GPU. With no GPU (compiling ahead of time) set the compilation "
+            "target too: CUTE_DSL_ARCH.",
+            sm=sm,
+        )
     if majors == {path} or (majors <= {10, 11} and path in (10, 11)):
-        return [
-            _finding(
-                "knob.active",
-                Severity.INFO,
-                name,
-                value,
-                f"{name}={shown(value)} matches the GPU",
-                f"FA4 would pick the SM{path}x kernel path from the GPU ({gpus}) anyway.",
-                sm=sm,
-                gpu_sm=gpus,
-                remedy=remedy,
-            )
-        ]
-    older = path == 8 and min(majors) >= 8
-    return [
-        _finding(
-            "knob.conflict",
-            Severity.WARN if older else Severity.FAIL,
-            name,
-            value,
-            f"{name}={shown(value)} picks a kernel path for another GPU",
-            f"FA4 takes its SM{sm} kernel path on {gpus}. "
-            + (
-                "SM80 code runs on newer GPUs, but without the kernels written for them (slower)."
-                if older
-                else "That path uses instructions this GPU lacks (wgmma is SM90 only, tcgen05 SM100/SM110 only), "
-                "so compiling or launching the kernels fails."
-            )
-            + " It does not change the compilation target: that is CUTE_DSL_ARCH.",
+        return make(
+            "knob.active",
+            Severity.INFO,
+            f"{name}={shown(value)} matches the GPU",
+            f"FA4 would pick the SM{path}x kernel path from the GPU ({gpus}) anyway.",
             sm=sm,
             gpu_sm=gpus,
-            remedy=remedy,
         )
-    ]
+    older = path == 8 and min(majors) >= 8
+    return make(
+        "knob.conflict",
+        Severity.WARN if older else Severity.FAIL,
+        f"{name}={shown(value)} picks a kernel path for another GPU",
+        f"FA4 takes its SM{sm} kernel path on {gpus}. "
+        + (
+            "SM80 code runs on newer GPUs, but without the kernels written for them (slower)."
+            if older
+            else "That path uses instructions this GPU lacks (wgmma is SM90 only, tcgen05 SM100/SM110 only), so "
+            "compiling or launching the kernels fails."
+        )
+        + " It does not change the compilation target: that is CUTE_DSL_ARCH.",
+        sm=sm,
+        gpu_sm=gpus,
+    )
 
 
 def _dsl_arch(facts: Facts, value: str) -> list[Finding]:
     name = "CUTE_DSL_ARCH"
+    make = _maker(name, value, _unset(name, f"Unset {name}: the CuTe DSL compiles for the GPU it runs on."))
     m = _DSL_ARCH.fullmatch(value)
-    remedy = _unset(name, f"Unset {name}: the CuTe DSL compiles for the GPU it runs on.")
     if m is None:
-        return [
-            _finding(
-                "knob.invalid",
-                Severity.FAIL,
-                name,
-                value,
-                f"{name} is not a compilation target",
-                "The CuTe DSL (FA4's compiler) expects a target such as sm_90a or sm_100a.",
-                expected="sm_80, sm_90a, sm_100a, sm_120a",
-                remedy=remedy,
-            )
-        ]
+        return make(
+            "knob.invalid",
+            Severity.FAIL,
+            f"{name} is not a compilation target",
+            "The CuTe DSL (FA4's compiler) expects a target such as sm_90a or sm_100a.",
+            expected="sm_80, sm_90a, sm_100a, sm_120a",
+        )
     major, minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
     caps = facts.capabilities
     # SASS runs on its own major with an equal or higher minor; an `a` target runs only on that exact SM.
     bad = [c for c in caps if c[0] != major or c[1] < minor or (suffix == "a" and c[1] != minor)]
     if not bad:
-        return [
-            _finding(
-                "knob.active",
-                Severity.INFO,
-                name,
-                value,
-                f"{name}={shown(value)} sets FA4's compilation target",
-                "Meant for compiling without a GPU" + (" (the GPU here can run it)." if caps else "."),
-                remedy=remedy,
-            )
-        ]
-    gpus = ", ".join(f"sm_{c[0]}{c[1]}" for c in caps)
-    return [
-        _finding(
-            "knob.conflict",
-            Severity.FAIL,
-            name,
-            value,
-            f"{name}={shown(value)} does not match the GPU",
-            f"FA4's kernels are compiled for sm_{major}{minor}{suffix}, but the GPU is {gpus}: they will not load "
-            "(no kernel image for the device).",
-            gpu_sm=gpus,
-            remedy=remedy,
+        return make(
+            "knob.active",
+            Severity.INFO,
+            f"{name}={shown(value)} sets FA4's compilation target",
+            "Meant for compiling without a GPU" + (" (the GPU here can run it)." if caps else "."),
         )
-    ]
+    gpus = ", ".join(f"sm_{c[0]}{c[1]}" for c in caps)
+    return make(
+        "knob.conflict",
+        Severity.FAIL,
+        f"{name}={shown(value)} does not match the GPU",
+        f"FA4's kernels are compiled for sm_{major}{minor}{suffix}, but the GPU is {gpus}: they will not load (no "
+        "kernel image for the device).",
+        gpu_sm=gpus,
+    )
 
 
 def _triton_amd(facts: Facts, value: str) -> list[Finding]:
     name = "FLASH_ATTENTION_TRITON_AMD_ENABLE"
     nvidia = bool(facts.gpus.devices)
+    make = _maker(name, value, _unset(name, "Unset it on NVIDIA machines."))
     if value == "TRUE":
         if not nvidia:
-            return [
-                _finding(
-                    "knob.active",
-                    Severity.INFO,
-                    name,
-                    value,
-                    f"{name}=TRUE: flash-attn uses its Triton AMD backend",
-                    "flash-attn imports flash_attn_triton_amd instead of its CUDA extension (meant for AMD GPUs).",
-                    remedy=_unset(name, "Unset it on NVIDIA machines."),
-                )
-            ]
-        return [
-            _finding(
-                "knob.conflict",
-                Severity.FAIL,
-                name,
-                value,
-                f"{name}=TRUE on an NVIDIA GPU",
-                "flash-attn then uses its Triton AMD backend instead of the CUDA kernels.",
-                remedy=_unset(name, "Unset it on NVIDIA machines."),
+            return make(
+                "knob.active",
+                Severity.INFO,
+                f"{name}=TRUE: flash-attn uses its Triton AMD backend",
+                "flash-attn imports flash_attn_triton_amd instead of its CUDA extension (meant for AMD GPUs).",
             )
-        ]
+        return make(
+            "knob.conflict",
+            Severity.FAIL,
+            f"{name}=TRUE on an NVIDIA GPU",
+            "flash-attn then uses its Triton AMD backend instead of the CUDA kernels.",
+        )
     if value.strip().upper() not in ("TRUE", "1", "YES", "ON", "Y"):
         return []
-    return [
-        _finding(
-            "knob.ignored",
-            Severity.INFO if nvidia else Severity.WARN,
-            name,
-            value,
-            f"{name}={shown(value)} does nothing",
-            'flash-attn compares it with exactly "TRUE" (upper case): any other spelling leaves the CUDA kernels '
-            "in use" + (" (what an NVIDIA GPU needs)." if nvidia else "; to use the Triton AMD backend set TRUE."),
-            remedy=Remedy(
-                "Unset it" + ("." if nvidia else ", or set exactly TRUE for the Triton AMD backend."),
-                actions=(UnsetEnv(name),) if nvidia else (SetEnv(name, "TRUE"),),
-            ),
-        )
-    ]
+    return make(
+        "knob.ignored",
+        Severity.INFO if nvidia else Severity.WARN,
+        f"{name}={shown(value)} does nothing",
+        'flash-attn compares it with exactly "TRUE" (upper case): any other spelling leaves the CUDA kernels in use'
+        + (" (what an NVIDIA GPU needs)." if nvidia else "; to use the Triton AMD backend set TRUE."),
+        None if nvidia else Remedy("Set exactly TRUE for the Triton AMD backend.", actions=(SetEnv(name, "TRUE"),)),
+    )
 
 
 def check_knobs(facts: Facts) -> list[Finding]:
@@ -396,19 +291,14 @@ def check_knobs(facts: Facts) -> list[Finding]:
     if "SGLANG_IS_FLASHINFER_AVAILABLE" in env:
         out += _flashinfer_flag(env["SGLANG_IS_FLASHINFER_AVAILABLE"])
     if "SGLANG_INKLING_FA4_USE_PIP" in env and not (facts.sglang and facts.sglang.reads_inkling_pip):
-        value = env["SGLANG_INKLING_FA4_USE_PIP"]
-        out.append(
-            _finding(
-                "knob.ignored",
-                Severity.WARN,
-                "SGLANG_INKLING_FA4_USE_PIP",
-                value,
-                "SGLANG_INKLING_FA4_USE_PIP is set but this SGLang ignores it",
-                "It existed only in SGLang builds of 2026-07/08 (FA4 from pip flash_attn.cute instead of the vendored "
-                "copy); "
-                + (f"SGLang {facts.sglang.version} does not read it." if facts.sglang else "SGLang is not installed."),
-                remedy=_unset("SGLANG_INKLING_FA4_USE_PIP", "Unset it."),
-            )
+        name = "SGLANG_INKLING_FA4_USE_PIP"
+        out += _maker(name, env[name], _unset(name, "Unset it."))(
+            "knob.ignored",
+            Severity.WARN,
+            f"{name} is set but this SGLang ignores it",
+            "It existed only in SGLang builds of 2026-07/08 (FA4 from pip flash_attn.cute instead of the vendored "
+            "copy); "
+            + (f"SGLang {facts.sglang.version} does not read it." if facts.sglang else "SGLang is not installed."),
         )
     if "VLLM_FLASH_ATTN_VERSION" in env:
         out += _vllm_version(facts, env["VLLM_FLASH_ATTN_VERSION"])
