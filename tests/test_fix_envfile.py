@@ -214,6 +214,7 @@ def test_non_regular_and_oversized_files_are_refused(tmp_path: Path) -> None:
     ):
         result = edit(str(target), set_value=None, dry_run=False)
         assert not result.changed and result.error and words in result.error, result
+    assert "not a usable path" in str(edit(str(tmp_path) + "/a\0b", set_value=None, dry_run=False).error)
     big = write(tmp_path / "big", f"{N}=3\n".encode() + b"#" * MAX_BYTES)
     result = edit(str(big), set_value=None, dry_run=False)
     assert result.error and "larger than" in result.error and big.stat().st_size == MAX_BYTES + len(N) + 3

@@ -345,11 +345,13 @@ def edit(path: str, *, set_value: int | None, dry_run: bool) -> EditResult:
     if set_value is not None and set_value not in VALID:
         return EditResult(path, False, error=f"--set takes 2, 3 or 4, not {set_value!r}")
     value = None if set_value is None else str(set_value)
-    real = os.path.realpath(path)
     try:
+        real = os.path.realpath(path)
         st, data = _read(real)
     except _Refused as e:
         return EditResult(path, False, error=f"{path} {e}")
+    except ValueError:  # a NUL byte in the path
+        return EditResult(path, False, error=f"{path!r} is not a usable path")
     old = data.decode("utf-8", "surrogateescape")
     try:
         new, changed = rewrite(old, value)
