@@ -15,7 +15,9 @@ import importlib
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -290,8 +292,26 @@ def finish_case(channel: Channel, case: Case, result: dict[str, Any]) -> None:
     channel.emit("case", **result)
 
 
+def watch_parent(parent: int, every: float = 0.5) -> None:
+    """fa-doctor killed outright (SIGKILL cannot be handled) would leave this child running, holding the GPU:
+    once the parent is gone (we were re-parented), end our whole process group. Sleeping and most kernel waits
+    release the GIL, so this thread runs while the main thread is stuck in a call."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            if os.getppid() != parent:
+                if os.getpgrp() == os.getpid():  # our own group (the runner starts us in a new session)
+                    os.killpg(os.getpid(), signal.SIGKILL)
+                os._exit(1)
+
+    threading.Thread(target=watch, name="fa-doctor-parent-watch", daemon=True).start()
+
+
 def main(config: dict[str, Any]) -> None:
     channel = Channel(int(config["fd"]))
+    if config.get("parent"):
+        watch_parent(int(config["parent"]))
     # Grandchildren (compilers, helpers) must not hold the result pipe open after we exit.
     os.set_inheritable(channel.fd, False)
     channel.emit("phase", name="import", state="start")

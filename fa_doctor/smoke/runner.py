@@ -108,6 +108,7 @@ def run_smoke(
         "dists": list(_DISTS[target.api]),
         "cache_root": used_cache,
         "cache_dists": list(_CACHE_DISTS) if target.api == "cute" else [],
+        "parent": os.getpid(),
     }
     reader = _Reader(target.module, target.api == "cute", progress)
     start = time.perf_counter()

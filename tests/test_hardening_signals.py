@@ -1,0 +1,121 @@
+"""Signals on the process that runs the smoke test: no child may outlive it, whatever kills it.
+
+A driver process runs run_smoke the way `fa-doctor check` does (in a worker thread, or in the main thread);
+the test signals the driver and then reads the process table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from smoke_fakes.scenarios import child_env
+from test_hardening_proc import leftovers, marker, script
+
+DRIVER = """
+import json, os, signal, sys, threading, time
+from fa_doctor import proc
+from fa_doctor.smoke import SmokeTarget
+from fa_doctor.smoke.runner import run_smoke
+
+mode, python, env = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+if mode == "handler":  # the contract the CLI's handler follows: end every child group, then exit
+    def handler(signum, frame):
+        proc.terminate_all(signal.SIGTERM, grace=1.0)
+        os._exit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+
+def work():
+    run_smoke(python, SmokeTarget("fa2", "flash_attn", "fa2"), device="cpu", timeout=600, env=env)
+
+def announce():
+    while not proc.live():
+        time.sleep(0.01)
+    print(proc.live()[0], flush=True)
+
+if mode == "main":
+    threading.Thread(target=announce, daemon=True).start()
+    work()
+else:
+    threading.Thread(target=work, daemon=True).start()
+    announce()
+    time.sleep(600)
+"""
+
+
+def gone(pid: int, wait: float = 5.0) -> bool:
+    """True once `pid` has exited (a zombie waiting for init to reap it counts as gone)."""
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def drive(mode: str, python: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, mode, python, json.dumps(env)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert driver.stdout is not None
+    child = int(driver.stdout.readline())
+    return driver, child
+
+
+def test_sigterm_with_the_handler_ends_children_and_grandchildren(tmp_path: Path) -> None:
+    m, n = marker(), marker()
+    python = script(tmp_path, f"sleep {m} &\nsleep {n}\n", "python")
+    driver, child = drive("handler", python, dict(os.environ))
+    time.sleep(0.2)
+    driver.send_signal(signal.SIGTERM)
+    assert driver.wait(10) == 128 + signal.SIGTERM
+    assert gone(child) and leftovers(m, n) == []
+
+
+def test_sigint_in_the_main_thread_ends_the_child(tmp_path: Path) -> None:
+    m, n = marker(), marker()
+    python = script(tmp_path, f"sleep {m} &\nsleep {n}\n", "python")
+    driver, child = drive("main", python, dict(os.environ))
+    time.sleep(0.2)
+    driver.send_signal(signal.SIGINT)
+    driver.wait(10)
+    assert gone(child) and leftovers(m, n) == []
+
+
+HUNG_KERNEL = """import os, subprocess, time
+def flash_attn_varlen_func(**kwargs):
+    subprocess.Popen(["sleep", os.environ["HELPER"]])  # a helper in the child's group, like a compiler
+    open(os.environ["READY"], "w").close()
+    time.sleep(3600)  # stuck in the kernel: the child writes nothing more that could fail on a dead parent
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM-unhandled"])
+def test_parent_killed_outright_the_smoke_child_ends_itself(tmp_path: Path, sig: signal.Signals) -> None:
+    """`kill -9 fa-doctor`, or `timeout 5 fa-doctor` before any handler is installed: no handler runs, so the
+    real child watches its parent and ends its own group (it would hold GPU memory otherwise)."""
+    (tmp_path / "flash_attn").mkdir()
+    (tmp_path / "flash_attn" / "__init__.py").write_text(HUNG_KERNEL)
+    m, ready = marker(), tmp_path / "ready"
+    env = {**child_env(tmp_path), "HELPER": m, "READY": str(ready)}
+    driver, child = drive("thread", sys.executable, env)
+    end = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    assert ready.exists()
+    driver.send_signal(sig)
+    driver.wait(10)
+    assert gone(child, wait=5) and leftovers(m) == []
