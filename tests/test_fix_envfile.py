@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fa_doctor.fixes.envfile import MAX_BYTES, edit, rewrite
 
@@ -257,3 +259,28 @@ def test_edited_profiles_still_source_in_a_real_shell(tmp_path: Path, shell: str
         env = {k: v for k, v in os.environ.items() if k != N}
         done = subprocess.run([shell, "-c", script], capture_output=True, text=True, timeout=30, env=env, check=False)
         assert done.stdout == f"{expected}|1", done.stderr
+
+
+_OTHER_LINE = st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)), max_size=30).filter(
+    lambda t: N not in t
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=st.lists(st.tuples(_OTHER_LINE, st.sampled_from(["\n", "\r\n"])), max_size=8),
+    after=st.lists(st.tuples(_OTHER_LINE, st.sampled_from(["\n", "\r\n"])), max_size=8),
+    line=st.sampled_from([f"{N}=3", f"export {N}='3'", f'  export {N}="3" # x', f"set -gx {N} 3", f"{N} = 3"]),
+    end=st.sampled_from(["\n", "\r\n", ""]),
+    last=_OTHER_LINE,
+)
+def test_every_other_byte_is_kept(
+    before: list[tuple[str, str]], after: list[tuple[str, str]], line: str, end: str, last: str
+) -> None:
+    head = "".join(a + b for a, b in before)
+    tail = "".join(a + b for a, b in after) + last
+    if not end:  # the override is the last line, without a final newline
+        tail = ""
+    assert rewrite(head + tail, None) == (head + tail, [])
+    assert rewrite(head + line + end + tail, None) == (head + tail, [len(before) + 1])
+    assert rewrite(head + line + end + tail, "4") == (head + line.replace("3", "4") + end + tail, [len(before) + 1])
