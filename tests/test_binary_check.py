@@ -131,6 +131,13 @@ def test_arch_specific_ptx_does_not_help_other_gpus(fenv: FakeEnv, tmp_path: Pat
     assert failing(run(vary(gather_facts(fenv), caps=((10, 0),)))) == ["binary.no_kernel_image"]
 
 
+def test_one_finding_per_capability(fenv: FakeEnv, tmp_path: Path) -> None:
+    fa2(fenv, tmp_path)
+    findings = run(vary(gather_facts(fenv), caps=((12, 0), (12, 0), (9, 0))), ("sm_120",))
+    (bad,) = by_id(findings, "binary.no_kernel_image")
+    assert bad.evidence["targets"] == ["GPU 0 (GPU0, 12.0)", "GPU 1 (GPU1, 12.0)", "--gpu-arch sm_120"]
+
+
 def test_family_cubins_serve_newer_members(fenv: FakeEnv, tmp_path: Path) -> None:
     fa2(fenv, tmp_path, entries=[Entry("sm_100f"), Entry("sm_120a")])
     facts = gather_facts(fenv)
@@ -144,7 +151,7 @@ def test_gpu_arch_option_judges_a_gpu_less_ci_runner(fenv: FakeEnv, tmp_path: Pa
     facts = gather_facts(fenv)  # no GPU
     findings = run(facts, parse_gpu_arch("sm_90,sm_100"))
     (bad,) = by_id(findings, "binary.no_kernel_image")
-    assert bad.evidence["target"] == "--gpu-arch sm_100"
+    assert bad.evidence["targets"] == ["--gpu-arch sm_100"]
     nothing = run(facts)
     assert failing(nothing) == []
     (summary,) = by_id(nothing, "binary.archs")
@@ -286,3 +293,14 @@ def test_parse_gpu_arch(text: str, parsed: tuple[str, ...]) -> None:
 def test_parse_gpu_arch_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="--gpu-arch"):
         parse_gpu_arch(text)
+
+
+def test_extension_outside_record_is_found_on_the_search_path(fenv: FakeEnv, tmp_path: Path) -> None:
+    """A source build copied in by hand: RECORD does not list the .so, an import would still load it."""
+    build = tmp_path / "build"
+    torch_libs(fenv, build, [])
+    so = extension(build, FA2_SO, entries=FA2_CUBINS)
+    install(fenv, "flash-attn", "2.8.3", {"flash_attn/__init__.py": ""}, top_level=["flash_attn"])
+    (fenv.site / FA2_SO).write_bytes(so.read_bytes())
+    (bad,) = by_id(run(vary(gather_facts(fenv), caps=((12, 0),))), "binary.no_kernel_image")
+    assert bad.evidence["file"] == str(fenv.site / FA2_SO)

@@ -181,14 +181,17 @@ class _Check:
         name = os.path.basename(ext.path)
         row = self.served[ext.relpath] = _Served(ext.dist, fb)
         driver = _version(self.facts.gpus.cuda_driver_version or "")
-        for target in self.targets:
-            cubins, ptx = fb.serves(target.capability)
+        by_capability: dict[tuple[int, int], list[str]] = {}
+        for target in self.targets:  # eight H200s make one finding, not eight
+            by_capability.setdefault(target.capability, []).append(target.label)
+        for capability, labels in by_capability.items():
+            cubins, ptx = fb.serves(capability)
             if cubins:
                 continue
             if ptx and (not driver or cudart is None or driver[0] >= cudart):
-                row.jit.append(target.label)
+                row.jit += labels
                 continue
-            cap = f"{target.capability[0]}.{target.capability[1]}"
+            cap = f"{capability[0]}.{capability[1]}"
             why = (
                 f"its PTX ({', '.join(a.name for a in ptx)}) needs a driver for CUDA {cudart}, this one supports "
                 f"CUDA {self.facts.gpus.cuda_driver_version}"
@@ -198,11 +201,11 @@ class _Check:
             self.fail(
                 "binary.no_kernel_image",
                 ext,
-                f"{name} has no GPU code for {target.label}",
+                f"{name} has no GPU code for compute capability {cap} ({', '.join(labels)})",
                 f"{ext.relpath} ({ext.dist}) carries {_listing(fb)}: {why}, so its first kernel launch fails with "
-                f"'CUDA error: no kernel image is available for execution on the device' (compute capability {cap}).",
-                {"target": target.label, "capability": cap, "cubins": dict(fb.cubins), "ptx": dict(fb.ptx)},
-                self.arch_remedies(ext, target.capability),
+                f"'CUDA error: no kernel image is available for execution on the device' on {', '.join(labels)}.",
+                {"targets": labels, "capability": cap, "cubins": dict(fb.cubins), "ptx": dict(fb.ptx)},
+                self.arch_remedies(ext, capability),
             )
 
     # -- CUDA runtime ------------------------------------------------------------------------------------------
@@ -316,7 +319,8 @@ class _Check:
 
     def run(self) -> list[Finding]:
         installed = [(k, s.dist) for k, s in self.states.items() if s.dist is not None]
-        for ext in find_extensions(installed):
+        py = (self.facts.target.version[0], self.facts.target.version[1])
+        for ext in find_extensions(installed, self.facts.target.sys_path, py):
             self.extensions[ext.relpath] = ext
             if time.monotonic() > self.deadline:
                 self.skipped.append(f"{ext.relpath}: not inspected (the {BUDGET_SECONDS:.0f} s budget ran out)")

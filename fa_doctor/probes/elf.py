@@ -114,9 +114,10 @@ class _Reader:
 class _Strings:
     """A string table, read whole when small, else one name at a time."""
 
-    def __init__(self, reader: _Reader, sec: Section) -> None:
+    def __init__(self, reader: _Reader, sec: Section, whole: bool = True) -> None:
         self.reader, self.sec = reader, sec
-        self.blob = reader.read(sec.offset, sec.size, "the string table") if sec.size <= MAX_STRTAB_WHOLE else None
+        small = whole and sec.size <= MAX_STRTAB_WHOLE
+        self.blob = reader.read(sec.offset, sec.size, "the string table") if small else None
 
     def get(self, offset: int) -> str:
         if offset >= self.sec.size:
@@ -175,10 +176,10 @@ def _sections(r: _Reader, shoff: int, shnum: int, shstrndx: int) -> list[Section
     return out
 
 
-def _linked_strings(r: _Reader, secs: list[Section], sec: Section) -> _Strings:
+def _linked_strings(r: _Reader, secs: list[Section], sec: Section, whole: bool = True) -> _Strings:
     if not 0 < sec.link < len(secs):
         raise ElfFormatError(f"{sec.name or 'a table'} links to no string table")
-    return _Strings(r, secs[sec.link])
+    return _Strings(r, secs[sec.link], whole)
 
 
 def _dynamic(r: _Reader, secs: list[Section], dyn: Section) -> tuple[list[str], list[str]]:
@@ -364,7 +365,7 @@ class _Lookup:
     def __init__(self, r: _Reader, secs: list[Section], dynsym: Section) -> None:
         self.r, self.dynsym = r, dynsym
         self.count = dynsym.size // _SYM.size
-        self.strings = _linked_strings(r, secs, dynsym)
+        self.strings = _linked_strings(r, secs, dynsym, whole=False)  # a few names are read, not megabytes
         gnu = next((s for s in secs if s.type == SHT_GNU_HASH), None)
         table = gnu or next((s for s in secs if s.type == SHT_HASH), None)
         self.kind = "none" if table is None else "gnu" if table is gnu else "sysv"

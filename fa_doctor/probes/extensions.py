@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from fa_doctor.probes.distributions import Distribution
+from fa_doctor.probes.modules import resolve
 
 # Relative paths (as RECORD writes them) of each implementation's compiled modules (fa-packages.md section 1).
 PATTERNS: dict[str, tuple[str, ...]] = {
@@ -19,6 +20,14 @@ PATTERNS: dict[str, tuple[str, ...]] = {
     "fa3": (r"flash_attn_3/_C\.[^/]*so", r"flash_attn_3_cuda\.[^/]*so", r"flashattn_hopper_cuda\.[^/]*so"),
     "fa3-sgl": (r"sgl_kernel/(?:[^/]+/)?flash_ops\.[^/]*so",),
     "vllm-fa": (r"vllm/vllm_flash_attn/_vllm_fa[23]_C\.[^/]*so", r"vllm_flash_attn_2_cuda\.[^/]*so"),
+}
+# The same modules by import name: found on the target's search path as Python would (source builds, editable
+# installs, a copy that shadows the distribution's).
+MODULES: dict[str, tuple[str, ...]] = {
+    "fa2": ("flash_attn_2_cuda",),
+    "fa3": ("flash_attn_3._C", "flash_attn_3_cuda", "flashattn_hopper_cuda"),
+    "fa3-sgl": ("sgl_kernel.flash_ops",),
+    "vllm-fa": ("vllm.vllm_flash_attn._vllm_fa2_C", "vllm.vllm_flash_attn._vllm_fa3_C", "vllm_flash_attn_2_cuda"),
 }
 # Where to list when a distribution's RECORD was not read (vllm's is skipped for speed) or is absent.
 _DIRS = {"fa2": ("",), "fa3": ("", "flash_attn_3"), "fa3-sgl": ("sgl_kernel",), "vllm-fa": ("vllm/vllm_flash_attn", "")}
@@ -52,11 +61,25 @@ def _listing(base: str, sub: str) -> list[str]:
     return out
 
 
-def find_extensions(installed: Iterable[tuple[str, Distribution]]) -> list[Extension]:
-    """The compiled modules of each (implementation key, distribution) that exist on disk, deduplicated."""
+def _relative(path: str, sys_path: Sequence[str]) -> str:
+    """`path` relative to the search-path entry holding it (as RECORD would name it)."""
+    tops = [p for p in sys_path if p and path.startswith(p.rstrip("/") + "/")]
+    return os.path.relpath(path, max(tops, key=len)) if tops else os.path.basename(path)
+
+
+def find_extensions(
+    installed: Iterable[tuple[str, Distribution]], sys_path: Sequence[str], python: tuple[int, int]
+) -> list[Extension]:
+    """The compiled modules of each (implementation key, distribution) that exist on disk, deduplicated: those its
+    RECORD lists, then those an import would load from the search path."""
     out: list[Extension] = []
     seen: set[str] = set()
     for key, dist in installed:
+        for module in MODULES.get(key, ()):
+            spot = resolve(module, sys_path, python)
+            if spot.kind == "extension" and spot.origin and os.path.realpath(spot.origin) not in seen:
+                seen.add(os.path.realpath(spot.origin))
+                out.append(Extension(key, f"{dist.name} {dist.version}", spot.origin, _relative(spot.origin, sys_path)))
         patterns = PATTERNS.get(key)
         if not patterns:
             continue
