@@ -102,8 +102,11 @@ def _run(argv: Sequence[str], timeout: float, env: dict[str, str] | None = None)
 def _pip_argv(python: str, argv: tuple[str, ...], constraints_file: str | None) -> list[str]:
     out = [python, *argv[1:]]  # the target interpreter, whatever the plan recorded
     if constraints_file is not None:
-        i = out.index(CONSTRAINTS_STDIN)
-        out[i] = constraints_file
+        # `-c /dev/stdin` sits right before the requirements (PipInstall.argv); an option's value never moves it
+        i = len(out) - 1 - out[::-1].index("-c")
+        if out[i + 1] != CONSTRAINTS_STDIN:
+            raise _Failed("the planned pip command has no constraints slot; nothing was changed", unchanged=True)
+        out[i + 1] = constraints_file
     return out
 
 
