@@ -83,7 +83,7 @@ def gather(options: CheckOptions, timings: dict[str, float], pending: TargetProb
 
 def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Finding]:
     """Every check, each contained: one that crashes becomes an internal.check_crashed finding."""
-    from fa_doctor.checks import choice, gpu, knobs, override, packages
+    from fa_doctor.checks import binary, choice, gpu, knobs, override, packages
 
     states, pinned, selection = derived.states, derived.pinned, derived.selection
     findings: list[Finding] = []
@@ -98,6 +98,7 @@ def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Fi
     findings += contained("override", lambda: override.check_override(facts, states)[0])
     findings += contained("knobs", lambda: knobs.check_knobs(facts))
     findings += contained("selection", lambda: choice.check_selection(facts, states, selection, pinned))
+    findings += contained("binary", lambda: binary.check_binaries(facts, states, options.gpu_arch))
     return findings
 
 
