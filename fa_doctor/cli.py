@@ -233,6 +233,32 @@ def exec_(
     raise typer.Exit(command.become(options.command, command.server_env(options)))
 
 
+@app.command()
+def explain(
+    ctx: typer.Context,
+    text: Optional[str] = typer.Argument(None, metavar="[TEXT | -]", help="The error text; - reads standard input."),
+    file: Optional[str] = typer.Option(
+        None, "--file", metavar="PATH", callback=_path, help="Read the error from PATH."
+    ),
+    python: Optional[str] = PYTHON,
+    fmt: str = FORMAT,
+    as_json: bool = JSON,
+    verbose: bool = VERBOSE,
+    limit: int = typer.Option(5, "--limit", min=1, max=50, help="At most this many explanations."),
+    no_color: bool = NO_COLOR,
+) -> None:
+    """Explain a pasted error or traceback: its cause, the fixes, and the check that confirms it."""
+    from fa_doctor.commands import explain as command
+    from fa_doctor.output import run_and_deliver
+
+    options = command.ExplainOptions(text=text, file=file, python=python, limit=limit)
+    out = _outputs(fmt, as_json, verbose, no_color, junit=None, markdown=None, summary=False)
+    code, _ = run_and_deliver(
+        "explain", lambda progress, early: command.run(options, progress, early), out, ctx, python=python
+    )
+    raise typer.Exit(code)
+
+
 def interrupted(args: list[str], signum: int) -> None:
     """A signal that came before the command ran: the same result and exit code as one that came during it."""
     from fa_doctor.output import emit_interrupted

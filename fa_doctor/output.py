@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from fa_doctor.result import EXIT_ERROR, Result, error_result, interrupted_result
+from fa_doctor.result import EXIT_ERROR, CannotRun, Result, error_result, interrupted_result
 
 Run = Callable[[Callable[[str], None], Any], Result]
 
@@ -112,7 +112,7 @@ def run_and_deliver(
     try:
         with progress_to_stderr(color=out.color(sys.stderr)) as progress:
             result = run(progress, early)
-    except TargetError as exc:
+    except (TargetError, CannotRun) as exc:
         result = error_result(name, str(exc))
     except Interrupted as exc:
         result = interrupted_result(name, exc.signum)

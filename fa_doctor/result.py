@@ -17,6 +17,7 @@ from fa_doctor.finding import Finding, Severity
 
 if TYPE_CHECKING:
     from fa_doctor.derive.selection import Selection
+    from fa_doctor.knowledge import Match
     from fa_doctor.probes.distributions import Distribution
     from fa_doctor.probes.gpu import GpuDevice, GpuFacts
     from fa_doctor.probes.target import TargetFacts
@@ -65,6 +66,19 @@ class CheckPayload:
     packages: tuple[PackageRow, ...] = ()
     selection: Selection | None = None
     smoke: SmokeSection | None = None
+
+
+@dataclass(frozen=True)
+class ExplainPayload:
+    """What `explain` found: the ranked matches (the envelope's `matches`), and the target when one was read."""
+
+    matches: tuple[Match, ...]
+    input_chars: int
+    target: TargetFacts | None = None
+
+
+class CannotRun(Exception):
+    """A command was given something it cannot work with (unreadable input, ...): exit code 2, no traceback."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from fa_doctor.finding import Finding, Severity
 from fa_doctor.render.base import Renderer
-from fa_doctor.result import CheckPayload, Result
+from fa_doctor.result import CheckPayload, ExplainPayload, Result
 
 _MARK = {
     Severity.OK: ("✓", "green"),
@@ -115,14 +115,20 @@ class HumanRenderer(Renderer):
         target = payload.target
         where = f"{target.executable} (Python {'.'.join(map(str, target.version))})" if target else ""
         self.line(f"fa-doctor {result.command}" + (f" · {where}" if where else ""), "bold")
-        status = f"Status: {result.status.upper()} — {summary_text(result)} (exit {result.exit_code})"
-        self.line(status, _STATUS_STYLE.get(result.status))
+        if isinstance(result.payload, ExplainPayload):
+            found = len(result.payload.matches)
+            self.line(f"{found} explanation(s), best first" if found else "No known failure matches", "bold")
+        else:
+            status = f"Status: {result.status.upper()} — {summary_text(result)} (exit {result.exit_code})"
+            self.line(status, _STATUS_STYLE.get(result.status))
         if target is not None:
             self.line(selection_line(payload))
             self.line(gpu_line(payload))
         self.line("")
         order = sorted(result.findings, key=lambda f: -f.severity.rank)
-        shown = [f for f in order if self.verbose or f.severity in (Severity.FAIL, Severity.WARN)]
+        # explain's matches are informational, and they are the whole answer.
+        everything = self.verbose or result.command == "explain"
+        shown = [f for f in order if everything or f.severity in (Severity.FAIL, Severity.WARN)]
         for f in shown:
             self.finding(f)
         hidden = len(order) - len(shown)

@@ -1,0 +1,112 @@
+"""`fa-doctor explain [TEXT | - | --file PATH]`: what a pasted error means, and what to do about it.
+
+The matching lives in `fa_doctor/knowledge` (the same table `check` classifies smoke-test errors with). Each
+ranked match becomes an `explain.match` finding (its remedies, the `check` findings that would confirm it), and
+the typed `ExplainPayload` carries the matches for the JSON envelope's `matches`. With `--python`, the target's
+versions make the remedies exact.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO
+
+from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.result import CannotRun, ExplainPayload, Result
+
+if TYPE_CHECKING:
+    from fa_doctor.knowledge import Match
+    from fa_doctor.probes.target import TargetProbe
+
+_MAX_BYTES = 4_000_000  # a paste longer than this is cut; the matcher keeps head and tail of what is left
+
+
+class InputError(CannotRun):
+    """The text to explain cannot be read."""
+
+
+@dataclass(frozen=True)
+class ExplainOptions:
+    text: str | None = None  # the paste itself; "-" reads standard input
+    file: str | None = None
+    python: str | None = None
+    limit: int = 5
+
+
+def _read_bounded(handle: BinaryIO) -> str:
+    data = handle.read(_MAX_BYTES + 1)
+    return data[:_MAX_BYTES].decode("utf-8", "replace")
+
+
+def read_input(options: ExplainOptions, stdin: BinaryIO | None = None) -> str:
+    if options.file is not None:
+        try:
+            fd = os.open(options.file, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise InputError(f"--file {options.file!r}: {exc.strerror or exc}") from None
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InputError(f"--file {options.file!r}: not a regular file")
+            return _read_bounded(handle)
+    if options.text is None or options.text == "-":
+        source = stdin or sys.stdin.buffer
+        if options.text is None and sys.stdin.isatty():
+            raise InputError("nothing to explain: give the error text, `-` to read it from standard input, or --file")
+        return _read_bounded(source)
+    return options.text
+
+
+def _finding(m: Match) -> Finding:
+    confirm = ", ".join(m.confirm_with)
+    return Finding(
+        "explain.match",
+        Severity.INFO,
+        m.title,
+        m.cause + (f"\n`fa-doctor check` confirms it with: {confirm}." if confirm else ""),
+        {
+            "id": m.id,
+            "category": m.category,
+            "confidence": m.confidence,
+            "extracted": dict(m.extracted),
+            "confirm_with": list(m.confirm_with),
+            "links": list(m.links),
+        },
+        m.remedies,
+    )
+
+
+def _no_match() -> Finding:
+    from fa_doctor.knowledge import NO_MATCH
+
+    return Finding(
+        "explain.no_match",
+        Severity.INFO,
+        "fa-doctor does not recognise this error",
+        NO_MATCH,
+        remedies=(Remedy("Test the install itself.", ("fa-doctor check",)),),
+    )
+
+
+def run(
+    options: ExplainOptions, progress: Callable[[str], None] | None = None, pending: TargetProbe | None = None
+) -> Result:
+    """InputError and TargetError propagate: the CLI maps them to exit code 2."""
+    from fa_doctor.knowledge import explain
+
+    text = read_input(options)
+    facts = None
+    if options.python:
+        from fa_doctor.commands.check import gather
+        from fa_doctor.commands.options import CheckOptions
+
+        if progress:
+            progress("reading the target's versions")
+        facts = gather(CheckOptions(python=options.python, smoke=False), {}, pending)
+    matches = tuple(explain(text, facts, options.limit))
+    findings = tuple(_finding(m) for m in matches) or (_no_match(),)
+    payload = ExplainPayload(matches, len(text), facts.target if facts else None)
+    return Result("explain", findings, payload)

@@ -1,0 +1,68 @@
+"""`fa-doctor explain` through the CLI: TEXT, `-`, --file; the shared envelope with `matches`; bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from fakeenv import FakeEnv
+
+ABI = "ImportError: /x/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
+
+
+def test_text_argument_json(cli: Any) -> None:
+    run = cli("explain", ABI, "--json")
+    assert run.code == 0
+    doc = run.doc
+    assert doc["command"] == "explain" and doc["schema"] == "fa-doctor.report/1"
+    top = doc["matches"][0]
+    assert top["category"] == "abi-mismatch" and top["remedies"] and 0 < top["confidence"] <= 1
+    assert top["extracted"]["symbol"] == "_ZN3c104cuda9SetDeviceEi"
+    assert [f["id"] for f in doc["findings"]] == ["explain.match"] * len(doc["matches"])
+
+
+def test_stdin_and_file(tmp_path: Path) -> None:
+    text = "ValueError: Invalid version: self.fa_impl_ver=5"
+    run = subprocess.run(
+        [sys.executable, "-m", "fa_doctor", "explain", "-", "--json"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0 and json.loads(run.stdout)["matches"][0]["category"] == "selection-override"
+    paste = tmp_path / "paste.txt"
+    paste.write_text("```\n> " + text + "\n```\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "fa_doctor", "explain", "--file", str(paste), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0 and json.loads(run.stdout)["matches"][0]["category"] == "selection-override"
+
+
+def test_no_match_says_so_and_suggests_check(cli: Any) -> None:
+    run = cli("explain", "everything is fine", "--json")
+    assert run.code == 0 and run.doc["matches"] == [] and run.ids() == ["explain.no_match"]
+    assert "fa-doctor check" in json.dumps(run.doc["findings"])
+
+
+def test_unreadable_inputs_are_exit_2(cli: Any, tmp_path: Path) -> None:
+    run = cli("explain", "--file", str(tmp_path / "missing.txt"), "--json")
+    assert run.code == 2 and "missing.txt" in run.doc["error"]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    run = cli("explain", "--file", str(fifo), "--json")  # refused at once, never blocks
+    assert run.code == 2 and "regular file" in run.doc["error"]
+
+
+def test_python_makes_advice_exact(cli: Any, fenv: FakeEnv) -> None:
+    fenv.torch("2.8.0+cu128", "12.8")
+    run = cli("explain", ABI, "--json", "--python", fenv.python)
+    assert run.code == 0 and run.doc["target"]["executable"] == fenv.python
+    assert fenv.python in json.dumps(run.doc["matches"][0]["remedies"])
