@@ -8,7 +8,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from fa_doctor.actions import Action, render_all, to_dict
+from fa_doctor.actions import OVERRIDE, Action, RunCommand, SetEnv, UnsetEnv, render_all, to_dict
 
 
 class Severity(str, Enum):
@@ -44,12 +44,27 @@ class Remedy:
         if rendered and tuple(self.commands[-len(rendered) :]) != rendered:
             object.__setattr__(self, "commands", tuple(self.commands) + rendered)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def fix_command(self, finding_id: str) -> str | None:
+        """The `fa-doctor fix` command that applies this remedy; None when there is nothing to apply."""
+        steps = [a for a in self.actions if not (isinstance(a, RunCommand) and a.argv[:2] == ("fa-doctor", "check"))]
+        if not steps:
+            return None
+        if all(isinstance(a, (SetEnv, UnsetEnv)) and a.name == OVERRIDE for a in steps):
+            value = next((a.value for a in steps if isinstance(a, SetEnv)), None)
+            only_set = not any(isinstance(a, UnsetEnv) for a in steps)
+            tail = f" --set {value}" if only_set and value is not None and value.isdigit() else ""
+            return f'eval "$(fa-doctor fix --unset-override{tail})"'
+        return f"fa-doctor fix --apply --only {finding_id}"
+
+    def to_dict(self, finding_id: str | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "text": self.text,
             "commands": list(self.commands),
             "actions": [to_dict(a) for a in self.actions],
         }
+        if finding_id is not None:
+            out["fix"] = self.fix_command(finding_id)
+        return out
 
 
 @dataclass(frozen=True)
@@ -74,5 +89,5 @@ class Finding:
             "title": self.title,
             "detail": self.detail,
             "evidence": dict(self.evidence),
-            "remedies": [r.to_dict() for r in self.remedies],
+            "remedies": [r.to_dict(self.id) for r in self.remedies],
         }

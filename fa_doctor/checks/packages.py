@@ -282,7 +282,7 @@ def requirements(facts: Facts) -> list[Finding]:
                     "unmet": [{"requirement": r, "found": h} for r, h in unmet],
                 },
                 (
-                    *remedies.install_unmet(facts, dist, [r for r, _ in unmet]),
+                    *remedies.install_unmet(facts, dist, unmet),
                     *(() if dist.normalized in remedies.SERVERS else _reinstall_for(facts, dist.normalized)),
                 ),
             )

@@ -427,32 +427,57 @@ def who_requires(facts: Facts, module: str) -> Distribution | None:
     return None
 
 
-def install_unmet(facts: Facts, dist: Distribution, unmet: Iterable[str]) -> tuple[Remedy, ...]:
-    """Install what `dist` declares and lacks; torch itself is named, never changed."""
+def _keep_except(facts: Facts, specs: Iterable[str]) -> tuple[str, ...]:
+    """`keep`, less the distributions being installed: the server's own pin on them wins."""
+    names = {normalize(re.split(r"[\[=<>!~;]", s, maxsplit=1)[0]) for s in specs}
+    return tuple(c for c in keep(facts) if normalize(c.split("==", 1)[0]) not in names)
+
+
+def install_unmet(facts: Facts, dist: Distribution, unmet: Iterable[tuple[str, str]]) -> tuple[Remedy, ...]:
+    """Install what `dist` declares and lacks (requirement, what is installed); torch itself is named, never
+    changed, and an installed distribution at another version than the pin is named, not moved."""
     torch_now = installed(facts, "torch")
     specs: list[str] = []
+    bound: list[str] = []  # requirements that cannot be met without another torch
+    moved: list[str] = []  # installed at another version: moving them is the user's call
     torch_spec: str | None = None
-    for text in unmet:
+    for text, have in unmet:
         spec = requirement(text)
         if spec is None:
             continue
-        if normalize(re.split(r"[\[=<>!~;]", spec, maxsplit=1)[0]) == "torch":
+        name = normalize(re.split(r"[\[=<>!~;]", spec, maxsplit=1)[0])
+        if have != "not installed" and name != "torch":
+            moved.append(f"{spec} (found {have})")
+            continue
+        pin = SGL_KERNEL_TORCH.get(spec.split("==", 1)[1].split("+")[0]) if "==" in spec else None
+        if name == "torch":
             torch_spec = spec
+        elif name in ("sglang-kernel", "sgl-kernel") and pin and torch_now and pin != torch_now.split("+")[0]:
+            bound.append(f"{spec} (built for torch {pin} exactly)")
         else:
             specs.append(spec)
     out: list[Remedy] = []
     if specs:
         out.append(
             Remedy(
-                f"(2) Install what {dist.name} declares and lacks (as `pip check` reports it); torch stays as it is, "
-                "so pip refuses anything that would need another torch.",
-                actions=(pip_install(facts, specs, (), keep(facts)),),
+                f"(2) Install what {dist.name} declares and lacks, at its own pins (as `pip check` reports them); "
+                "torch stays as it is, so pip refuses anything that would need another torch.",
+                actions=(pip_install(facts, specs, (), _keep_except(facts, specs)),),
             )
         )
-    if torch_spec:
+    if moved:
         out.append(
             Remedy(
-                f"{dist.name} requires {torch_spec} but torch {torch_now or 'is not installed'}"
+                f"{dist.name} pins other versions than the installed {', '.join(moved)}: fa-doctor leaves installed "
+                "packages as they are; `pip check` lists every mismatch.",
+                actions=(RunCommand((facts.target.executable, "-m", "pip", "check")),),
+            )
+        )
+    if torch_spec or bound:
+        needs = ", ".join(([torch_spec] if torch_spec else []) + bound)
+        out.append(
+            Remedy(
+                f"{dist.name} requires {needs} but torch {torch_now or 'is not installed'}"
                 + (" is installed" if torch_now else "")
                 + ": fa-doctor does not replace torch. Install the release of "
                 f"{dist.name} built for the torch you run, or install {dist.name} and torch together from the "
@@ -475,7 +500,7 @@ def for_problem(facts: Facts, key: str, problem: object) -> tuple[Remedy, ...]:
         provider = distribution_for_module(module)
         owner = who_requires(facts, module)
         if owner is not None and provider not in FA_DISTRIBUTIONS and installed(facts, provider) is None:
-            unmet = [r for r, _ in unmet_requirements(owner, facts)]
+            unmet = unmet_requirements(owner, facts)
             head = Remedy(
                 f"`import {module.split('.')[0]}` fails because {provider}, a requirement of {owner.name} "
                 f"{owner.version}, is not installed: the FA packages are not the cause."

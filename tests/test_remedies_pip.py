@@ -1,0 +1,252 @@
+"""Proof with pip's own resolver: every printed pip command, run as `--dry-run --report` against a local wheel
+folder, installs only what is broken or missing: never torch, never a new version of what the server pins."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import wheelhouse
+from conftest import gather_facts, gpu_env
+from fakeenv import H200, FakeEnv
+from packaging.specifiers import SpecifierSet
+
+from fa_doctor import actions as A
+from fa_doctor.checks import remedies
+from fa_doctor.families import normalize
+
+# sglang 0.5.23's own requirements on the FA stack (its METADATA), plus one plain dependency it lacks here.
+SGLANG_PINS = (
+    "sglang-kernel==0.4.10",
+    "flash-attn-4>=4.0.0b18",
+    "torch==2.14.1",
+    "nvidia-cutlass-dsl[cu13]==4.8.0",
+    "quack-kernels==0.6.5",
+    "apache-tvm-ffi==0.1.11",
+    "orjson",
+)
+
+
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return wheelhouse.build(tmp_path_factory.mktemp("wheels"))
+
+
+@pytest.fixture(scope="session")
+def pip_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One real venv with pip (and setuptools, for the flash-attn source build) for the whole session."""
+    venv = tmp_path_factory.mktemp("pipvenv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    _modern_setuptools(python)
+    return str(python)
+
+
+def _modern_setuptools(python: Path) -> None:
+    """The test interpreter's setuptools in the venv: old ones (3.11's ensurepip) need `wheel` for any source
+    build, which the remedy installs first but a dry run never does; 3.12+ venvs have none at all."""
+    try:
+        import setuptools
+    except ImportError:
+        return
+    src = Path(setuptools.__file__).resolve().parent.parent
+    out = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    dst = Path(out.stdout.strip())
+    for old in [*dst.glob("setuptools*"), *dst.glob("pkg_resources"), *dst.glob("_distutils_hack")]:
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    for name in ("setuptools", "pkg_resources", "_distutils_hack", "distutils-precedence.pth"):
+        if (src / name).is_dir():
+            shutil.copytree(src / name, dst / name)
+        elif (src / name).exists():
+            shutil.copy2(src / name, dst / name)
+    for info in src.glob("setuptools-*.dist-info"):
+        shutil.copytree(info, dst / info.name)
+
+
+@pytest.fixture
+def env(tmp_path: Path, pip_python: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeEnv]:
+    """The installed packages of one scenario, in a folder on PYTHONPATH: the pip venv sees them as installed."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    yield FakeEnv(tmp_path, pip_python, site)
+
+
+def dry_run(action: A.PipInstall, fenv: FakeEnv, wheels: Path, tmp_path: Path) -> tuple[int, list[dict[str, Any]], str]:
+    """The printed POSIX line, pasted into bash, with pip told (through its environment) to only resolve."""
+    report = tmp_path / f"report-{abs(hash(action))}.json"
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(fenv.site),
+        "PIP_DRY_RUN": "1",
+        "PIP_REPORT": str(report),
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheels),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_NO_INPUT": "1",
+        "PIP_CONFIG_FILE": os.devnull,
+    }
+    proc = subprocess.run(
+        ["bash", "-c", A.render(action, "bash")], env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path
+    )
+    items = json.loads(report.read_text())["install"] if report.exists() else []
+    return proc.returncode, items, proc.stderr + proc.stdout
+
+
+def pip_actions(findings: list[dict[str, Any]]) -> list[tuple[str, A.PipInstall]]:
+    out = []
+    for finding in findings:
+        for remedy in finding["remedies"]:
+            for d in remedy["actions"]:
+                if d["kind"] == "pip-install":
+                    action = A.PipInstall(
+                        d["python"],
+                        tuple(d["requirements"]),
+                        tuple(d["options"]),
+                        tuple(d["constraints"]),
+                        tuple(d["env"].items()),
+                    )
+                    out.append((finding["id"], action))
+    return out
+
+
+def resolvable(action: A.PipInstall) -> bool:
+    # A release-wheel URL and a source checkout are not in the wheel folder; everything else must resolve.
+    return not any(r.startswith(("https://", "./")) for r in action.requirements)
+
+
+def prove(cli: Any, fenv: FakeEnv, wheels: Path, tmp_path: Path, *args: str) -> list[str]:
+    """Run the real check, then every pip command it prints, and hold each to the rules. Returns the ids seen."""
+    run = cli("check", "--no-smoke", "--json", "--python", fenv.python, *args, env=gpu_env(tmp_path, H200))
+    findings = run.doc["findings"]
+    facts = gather_facts(fenv)
+    extra = [("reinstall." + key, a) for key in ("fa2", "fa3-sgl", "fa4", "fa4-sglang", "vllm-fa")
+             for r in remedies.reinstall(facts, key) for a in r.actions if isinstance(a, A.PipInstall)]  # fmt: skip
+    checked = []
+    seen: set[str] = set()
+    for fid, action in pip_actions(findings) + extra:
+        if not resolvable(action) or A.render(action) in seen:
+            continue
+        seen.add(A.render(action))
+        code, items, log = dry_run(action, fenv, wheels, tmp_path)
+        assert code == 0, f"{fid}: {A.render(action)}\n{log[-3000:]}"
+        installs = {normalize(i["metadata"]["name"]): i["metadata"]["version"] for i in items}
+        _hold_to_rules(fid, action, installs, facts)
+        checked.append(fid)
+    assert checked, "no pip command was proven"
+    return checked
+
+
+def _hold_to_rules(fid: str, action: A.PipInstall, installs: dict[str, str], facts: Any) -> None:
+    line = A.render(action)
+    if fid.startswith("torch."):
+        assert set(installs) - {"typing-extensions", "filelock"} == {"torch"}, line
+        return
+    assert "torch" not in installs, f"{fid} would install torch {installs.get('torch')}: {line}"
+    named = {normalize(re.split(r"[\[=<>!~]", r, maxsplit=1)[0]) for r in action.requirements}
+    if "--no-deps" in action.options:
+        assert set(installs) == named, line  # nothing but what is named
+    own_pins = fid == "package.requirement" and remedies.server(facts) is not None
+    for name, version in installs.items():
+        have = facts.scan.index.get(name)
+        if have is not None and not (
+            own_pins and name in named
+        ):  # an installed distribution is only ever reinstalled at its own version
+            assert "--force-reinstall" in action.options and version == have, f"{name} {have} -> {version}: {line}"
+    server = remedies.server(facts)
+    if server is not None:
+        for text in server.requires:
+            spec = remedies.requirement(text)
+            if spec and "==" in spec:
+                name = normalize(re.split(r"[\[=]", spec, maxsplit=1)[0])
+                if name in installs and (facts.scan.index.get(name) is None or own_pins):
+                    # Not installed yet: the server's own pin decides the version.
+                    assert SpecifierSet(spec.split("]")[-1].removeprefix(name)).contains(installs[name]), line
+
+
+def _sglang(fenv: FakeEnv, requires: tuple[str, ...] = SGLANG_PINS) -> None:
+    fenv.dist("sglang", "0.5.23", {"sglang/__init__.py": ""}, top_level=["sglang"], requires=requires)
+
+
+def test_fa4_broken_next_to_sglang_reinstalls_the_same_versions(cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path):
+    env.torch("2.11.0+cu130", "13.0")
+    env.fa4(core=False)
+    _sglang(env)
+    ids = prove(cli, env, wheels, tmp_path)
+    assert "package.broken" in ids
+
+
+def test_nothing_installed_adds_fa4_around_the_installed_torch(cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path):
+    env.torch("2.11.0+cu128", "12.8")
+    ids = prove(cli, env, wheels, tmp_path)
+    assert "package.none" in ids
+
+
+def test_sglang_missing_requirements_keep_torch(cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path) -> None:
+    """sglang 0.5.23 installed without its dependencies next to torch 2.11: its pins are installed, torch stays,
+    and sglang-kernel 0.4.10 (built for torch 2.14.1) is named rather than forced."""
+    env.torch("2.11.0+cu130", "13.0")
+    _sglang(env)
+    run = cli("check", "--no-smoke", "--json", "--python", env.python, env=gpu_env(tmp_path, H200))
+    req = run.finding("package.requirement")
+    assert any("sglang-kernel==0.4.10 (built for torch 2.14.1 exactly)" in r["text"] for r in req["remedies"])
+    ids = prove(cli, env, wheels, tmp_path)
+    assert "package.requirement" in ids
+
+
+def test_sglang_kernel_same_version_on_cuda12(cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path) -> None:
+    env.torch("2.11.0+cu128", "12.8")
+    env.sgl_kernel(version="0.4.9", torch_pin="2.11.0")
+    _sglang(env, ("sglang-kernel==0.4.9", "torch==2.11.0"))
+    facts = gather_facts(env)
+    (remedy,) = remedies.reinstall(facts, "fa3-sgl")
+    (action,) = remedy.actions
+    assert isinstance(action, A.PipInstall)
+    assert action.requirements == ("sglang-kernel==0.4.9+cu129",) and remedies.SGL_CU12_INDEX in action.options
+    assert "CUDA 13 builds" in remedy.text
+    prove(cli, env, wheels, tmp_path)
+
+
+def test_flash_attn_builds_with_the_target_torch(cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path) -> None:
+    """flash-attn is an sdist whose setup.py imports torch: only --no-build-isolation lets it see the target's."""
+    env.torch("2.11.0+cu128", "12.8")
+    env.fa2(native=False)
+    env.fa4()
+    ids = prove(cli, env, wheels, tmp_path)
+    assert "package.broken" in ids
+    facts = gather_facts(env)
+    build = [a for r in remedies.reinstall(facts, "fa2") for a in r.actions if isinstance(a, A.PipInstall)]
+    assert any("--no-build-isolation" in a.options and a.env == (("MAX_JOBS", "4"),) for a in build)
+    assert build[-1].requirements == ("flash-attn-4==4.0.0b36",)  # FA4's flash_attn/cute files win again
+    isolated = A.PipInstall(env.python, ("flash-attn==2.8.3",), ("--force-reinstall", "--no-deps"))
+    code, _, _log = dry_run(isolated, env, wheels, tmp_path)
+    assert code != 0  # without --no-build-isolation the build cannot see torch (or its build tools)
+
+
+def test_cpu_torch_becomes_the_cuda_build_of_the_same_release(
+    cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path
+) -> None:
+    env.torch("2.13.0+cpu", cuda=None)
+    env.fa4()
+    run = cli("check", "--no-smoke", "--json", "--python", env.python, env=gpu_env(tmp_path, H200))
+    (action,) = [a for fid, a in pip_actions(run.doc["findings"]) if fid == "torch.cpu_build"]
+    assert action.requirements == ("torch==2.13.0+cu126",)
+    code, items, log = dry_run(action, env, wheels, tmp_path)
+    assert code == 0, log
+    assert {i["metadata"]["name"]: i["metadata"]["version"] for i in items}["torch"] == "2.13.0+cu126"
