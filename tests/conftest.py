@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -119,6 +120,14 @@ def pip_words(command: str) -> list[str]:
     words = shlex.split(command)
     assert words[1:3] == ["-m", "pip"], command
     return words[3:]
+
+
+def pip_installs(command: str) -> tuple[list[str], list[str]]:
+    """(the project names `pip install` is given, its options): what is installed, not how a version is pinned."""
+    words = pip_words(command)
+    assert words[0] == "install", command
+    names = [re.split(r"[\[=<>!~;@ ]", w, maxsplit=1)[0] for w in words[1:] if not w.startswith("-")]
+    return names, [w for w in words[1:] if w.startswith("-")]
 
 
 def gather_facts(fenv: FakeEnv, **env: str) -> Facts:

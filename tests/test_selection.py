@@ -210,7 +210,7 @@ def test_override_without_sglang_picks_package(cli: Any, fenv: FakeEnv, tmp_path
         ("SGLANG_USE_SGL_FA3_KERNEL", "false", "knob.active"),
         ("SGLANG_INKLING_FA4_USE_PIP", "1", "knob.ignored"),
         ("VLLM_FLASH_ATTN_VERSION", "3", "knob.ignored"),
-        ("VLLM_FLASH_ATTN_VERSION", "four", "knob.invalid"),
+        ("VLLM_FLASH_ATTN_VERSION", "four", "knob.ignored"),  # vLLM is not installed: nothing reads it
         ("FLASH_ATTENTION_ARCH", "sm_100a", "knob.conflict"),
         ("FLASH_ATTENTION_ARCH", "sm_90", "knob.active"),
         ("CUTE_DSL_ARCH", "hopper!", "knob.invalid"),
@@ -271,7 +271,7 @@ def test_backend_typos_fail_as_sglang_would(cli: Any, server: FakeEnv, tmp_path:
     assert finding["title"] == f"{name} is selected for prefill and decode but cannot run"
     assert f"argument --attention-backend: invalid choice: '{name}'" in finding["detail"]
     assert hint in finding["detail"]
-    assert finding["remedies"][0]["text"] == "Change the flag: --attention-backend fa3 works here."
+    assert "--attention-backend fa3" in finding["remedies"][0]["text"]
     assert commands_of(finding)[1] == ["fa-doctor check"]  # the flag pins; the variable is not set
 
 
