@@ -230,4 +230,4 @@ def test_pinned_fa_that_will_not_import_gets_a_reinstall(broken_fa4: Facts) -> N
         ],
     ]
     assert all("--force-reinstall" in options for _, options in installs)
-    assert "FA4" in finding.remedies[1].text
+    assert "Reinstall" in finding.remedies[1].text
