@@ -259,6 +259,93 @@ def explain(
     raise typer.Exit(code)
 
 
+def _set_value(value: Optional[str]) -> Optional[str]:
+    if value is not None and value not in ("2", "3", "4"):
+        raise typer.BadParameter(f"{value!r}: SGLANG_FLASHATTENTION_VERSION takes 2, 3 or 4", param_hint="--set")
+    return value
+
+
+def _shell(value: Optional[str]) -> Optional[str]:
+    from fa_doctor.fixes.shell import SHELLS
+
+    if value is not None and value not in SHELLS:
+        raise typer.BadParameter(f"{value!r}: one of {', '.join(SHELLS)}", param_hint="--shell")
+    return value
+
+
+@app.command()
+def fix(
+    ctx: typer.Context,
+    unset_override: bool = typer.Option(
+        False, "--unset-override", help="Print shell code that unsets SGLANG_FLASHATTENTION_VERSION (for eval)."
+    ),
+    set_value: Optional[str] = typer.Option(None, "--set", metavar="N", callback=_set_value, help="Set it to N."),
+    shell: Optional[str] = typer.Option(None, "--shell", callback=_shell, help="bash|zsh|sh|fish|powershell."),
+    env_files: list[str] = typer.Option(
+        [], "--env-file", metavar="FILE", help="Also remove (or rewrite) the override's line in FILE (repeatable)."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the env-file diffs; write nothing."),
+    plan_only: bool = typer.Option(False, "--plan", help="Print the repairs of the current findings (default)."),
+    apply: bool = typer.Option(False, "--apply", help="Run the repairs in the target interpreter, then re-check."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before --apply (for CI)."),
+    only: list[str] = typer.Option([], "--only", metavar="FINDING_ID", help="Repair only these findings."),
+    python: Optional[str] = PYTHON,
+    fmt: str = FORMAT,
+    as_json: bool = JSON,
+    verbose: bool = VERBOSE,
+    strict: bool = STRICT,
+    no_smoke: bool = NO_SMOKE,
+    timeout: float = TIMEOUT,
+    no_color: bool = NO_COLOR,
+) -> None:
+    """Apply what check found: unset the override (eval its output), or plan and apply the repairs."""
+    from fa_doctor.commands import fix as command
+    from fa_doctor.output import deliver_fix_override, run_and_deliver
+
+    out = _outputs(fmt, as_json, verbose, no_color, junit=None, markdown=None, summary=False)
+    if unset_override or set_value is not None or env_files:
+        if plan_only or apply:
+            raise typer.BadParameter("--unset-override does not combine with --plan or --apply")
+        override = command.OverrideOptions(shell, int(set_value) if set_value else None, tuple(env_files), dry_run)
+        raise typer.Exit(deliver_fix_override(command.unset_override(override), out))
+    if plan_only and apply:
+        raise typer.BadParameter("--plan and --apply exclude each other")
+    check_options = _check_options(
+        python=python,
+        no_smoke=no_smoke,
+        smoke_all=False,
+        require_gpu=False,
+        strict=strict,
+        timeout=timeout,
+        no_cache=False,
+        gpus=None,
+        gpu_arch=None,
+    )
+    options = command.FixOptions(check_options, apply=apply, only=tuple(only))
+    confirm = None if yes else _confirm
+    code, _ = run_and_deliver(
+        "fix", lambda progress, early: command.run(options, progress, early, confirm), out, ctx, python=python
+    )
+    raise typer.Exit(code)
+
+
+def _confirm(steps: Any) -> bool:
+    """Ask on the terminal; without one, --apply needs --yes."""
+    from fa_doctor.result import CannotRun
+
+    if not sys.stdin.isatty():
+        raise CannotRun("--apply changes the environment: confirm with --yes when not run from a terminal")
+    from fa_doctor.render.escape import escape
+
+    sys.stderr.write("fa-doctor fix will run:\n")
+    for number, step in enumerate(steps, 1):
+        sys.stderr.write(f"  {number}. {escape(step.description)}\n     {escape(step.command)}\n")
+    sys.stderr.write("Apply these steps? [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
 def interrupted(args: list[str], signum: int) -> None:
     """A signal that came before the command ran: the same result and exit code as one that came during it."""
     from fa_doctor.output import emit_interrupted

@@ -121,6 +121,33 @@ def run_and_deliver(
     return deliver(result, out, stream), result
 
 
+def deliver_fix_override(result: Result, out: Outputs) -> int:
+    """`fix --unset-override`: in the human format stdout carries only shell code for `eval` (or, with
+    --dry-run, the diffs), and what happened to each env file goes to stderr; other formats as usual."""
+    from fa_doctor.render.boundary import prepare
+    from fa_doctor.result import FixPayload
+
+    payload = result.payload
+    if out.format != "human" or not isinstance(payload, FixPayload):
+        return deliver(result, out)
+    shown = prepare(result)
+    dry_run = any(f.id == "fix.edited" and "would change" in f.title for f in shown.findings)
+    notes = [f"fa-doctor: {f.title}" + (f" ({f.detail})" if f.detail and not dry_run else "") for f in shown.findings]
+    try:
+        if dry_run:
+            write(sys.stdout, "".join(e.diff for e in payload.edits))
+        else:
+            write(sys.stdout, payload.shell_code or "")
+    except BrokenPipeError:
+        _silence(sys.stdout)
+        return EXIT_ERROR
+    for note in notes:
+        sys.stderr.write(note + "\n")
+    if not dry_run and _isatty(sys.stdout) and payload.eval_hint:
+        sys.stderr.write(f"fa-doctor: a program cannot change its parent shell; run: {payload.eval_hint}\n")
+    return result.exit_code
+
+
 # ---- the outermost guard -------------------------------------------------------------------------------
 
 

@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 from fa_doctor.finding import Finding, Severity
 
 if TYPE_CHECKING:
+    from fa_doctor.actions import Action
     from fa_doctor.derive.selection import Selection
+    from fa_doctor.fixes.apply import ApplyResult
+    from fa_doctor.fixes.envfile import EditResult
     from fa_doctor.knowledge import Match
     from fa_doctor.probes.distributions import Distribution
     from fa_doctor.probes.gpu import GpuDevice, GpuFacts
@@ -77,6 +80,31 @@ class ExplainPayload:
     target: TargetFacts | None = None
 
 
+@dataclass(frozen=True)
+class PlanStep:
+    """One repair `fix` would run: the finding it answers, the remedy it comes from, the typed action."""
+
+    finding: str
+    remedy: str
+    action: Action
+    description: str
+    command: str  # the action as a POSIX shell line
+
+
+@dataclass(frozen=True)
+class FixPayload:
+    mode: str  # "unset-override" | "plan" | "apply"
+    shell: str | None = None
+    shell_code: str | None = None  # for eval, in `shell`'s syntax
+    eval_hint: str | None = None
+    edits: tuple[EditResult, ...] = ()
+    plan: tuple[PlanStep, ...] = ()
+    applied: ApplyResult | None = None
+    fixed: tuple[str, ...] = ()  # finding ids that failed or warned before --apply and no longer do
+    remaining: tuple[str, ...] = ()
+    check: CheckPayload | None = None
+
+
 class CannotRun(Exception):
     """A command was given something it cannot work with (unreadable input, ...): exit code 2, no traceback."""
 
@@ -120,7 +148,10 @@ class Result:
     @property
     def check(self) -> CheckPayload:
         """The check payload, or an empty one (renderers of other commands' results read it too)."""
-        return self.payload if isinstance(self.payload, CheckPayload) else CheckPayload()
+        if isinstance(self.payload, CheckPayload):
+            return self.payload
+        inner = getattr(self.payload, "check", None)  # fix carries the check it planned from
+        return inner if isinstance(inner, CheckPayload) else CheckPayload()
 
 
 def error_result(command: str, message: str) -> Result:

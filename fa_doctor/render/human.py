@@ -9,7 +9,7 @@ from typing import Any
 
 from fa_doctor.finding import Finding, Severity
 from fa_doctor.render.base import Renderer
-from fa_doctor.result import CheckPayload, ExplainPayload, Result
+from fa_doctor.result import CheckPayload, ExplainPayload, FixPayload, Result
 
 _MARK = {
     Severity.OK: ("✓", "green"),
@@ -134,6 +134,8 @@ class HumanRenderer(Renderer):
         hidden = len(order) - len(shown)
         if hidden:
             self.line(f"({hidden} passing or informational finding(s) hidden; -v shows them with evidence)", "dim")
+        if isinstance(result.payload, FixPayload):
+            self._fix(result.payload)
         if self.verbose:
             self._details(result)
 
@@ -146,6 +148,9 @@ class HumanRenderer(Renderer):
             self.line("fix: " + remedy.text, "bold", indent=4)
             for command in remedy.commands:
                 self.line(command, "cyan", indent=8)
+            apply = remedy.fix_command(f.id)
+            if apply:
+                self.line(f"(fa-doctor can do it: {apply})", "dim", indent=8)
         if self.verbose and f.evidence:
             self.evidence(f.evidence, indent=4)
 
@@ -173,6 +178,24 @@ class HumanRenderer(Renderer):
         for row in rows:
             table.add_row(*(scalar(row.get(c)) for c in columns))
         self.console.print(Padding(table, (0, 0, 0, indent), expand=False), crop=False)
+
+    def _fix(self, payload: FixPayload) -> None:
+        if payload.mode == "plan":
+            self.line("")
+            if not payload.plan:
+                self.line("Nothing fa-doctor can repair by itself; the fixes above say what to do.", "bold")
+                return
+            self.line(f"Plan: {len(payload.plan)} step(s); `fa-doctor fix --apply` runs them", "bold")
+            for number, step in enumerate(payload.plan, 1):
+                self.line(f"{number}. {step.description}  [{step.finding}]", indent=2)
+                self.line(step.command, "cyan", indent=5)
+        elif payload.mode == "apply":
+            self.line("")
+            self.line(
+                "Now fixed: " + (", ".join(payload.fixed) or "nothing"), "bold green" if payload.fixed else "bold"
+            )
+            if payload.remaining:
+                self.line("Still failing or warning: " + ", ".join(payload.remaining), "bold yellow")
 
     def _details(self, result: Result) -> None:
         payload = result.check

@@ -32,6 +32,10 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return {**jsonable(value.dist, depth + 1), "family": value.family}
     if isinstance(value, DeviceSmoke):
         return {"device": jsonable(value.device, depth + 1), **jsonable(value.result, depth + 1)}
+    from fa_doctor.actions import KINDS, to_dict as action_dict
+
+    if type(value) in KINDS:
+        return jsonable(action_dict(value), depth + 1)
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict) and not isinstance(value, type):
         return jsonable(to_dict(), depth + 1)

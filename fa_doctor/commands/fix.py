@@ -1,0 +1,172 @@
+"""`fa-doctor fix`: act on what `check` found.
+
+- `fix --unset-override [--set N] [--shell S] [--env-file F ...] [--dry-run]`: a child cannot change its parent
+  shell, so it prints shell code for `eval "$(fa-doctor fix --unset-override)"`; with `--env-file` it also
+  removes (or rewrites) the override's line in those files, atomically and with a backup.
+- `fix [--plan]`: the repairs of the current findings, as typed actions, one remedy per finding.
+- `fix --apply [--yes]`: runs them in the target interpreter one at a time, stops at the first failure, then
+  re-runs the check and says what is now fixed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from fa_doctor.commands.options import CheckOptions
+from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.result import FixPayload, PlanStep, Result
+
+if TYPE_CHECKING:
+    from fa_doctor.probes.target import TargetProbe
+
+Progress = Callable[[str], None]
+Confirm = Callable[[tuple[PlanStep, ...]], bool]
+
+
+@dataclass(frozen=True)
+class OverrideOptions:
+    shell: str | None = None  # detected when None
+    set_value: int | None = None
+    env_files: tuple[str, ...] = ()
+    dry_run: bool = False
+    env: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class FixOptions:
+    check: CheckOptions = field(default_factory=CheckOptions)
+    apply: bool = False
+    only: tuple[str, ...] = ()  # finding ids; empty: every failing or warning finding
+    timeout: float = 900.0  # per step
+
+
+def unset_override(options: OverrideOptions) -> Result:
+    """ValueError (an unknown shell, an invalid --set) propagates: the CLI validates before this."""
+    import os
+
+    from fa_doctor.fixes import envfile, shell
+
+    env = os.environ if options.env is None else options.env
+    which = options.shell or shell.detect_shell(env)
+    code = shell.override_code(which, options.set_value)
+    edits = tuple(envfile.edit(p, set_value=options.set_value, dry_run=options.dry_run) for p in options.env_files)
+    findings = tuple(_edit_finding(e, options.dry_run) for e in edits)
+    payload = FixPayload("unset-override", which, code, shell.eval_hint(which, options.set_value), edits)
+    return Result("fix", findings, payload)
+
+
+def _edit_finding(edit: object, dry_run: bool) -> Finding:
+    from fa_doctor.fixes.envfile import EditResult
+
+    assert isinstance(edit, EditResult)
+    evidence = {"path": edit.path, "backup": edit.backup, "notes": list(edit.notes)}
+    if edit.error:
+        return Finding(
+            "fix.edit_failed",
+            Severity.FAIL,
+            f"{edit.path} was not changed",
+            edit.error,
+            evidence,
+            (Remedy("Remove the SGLANG_FLASHATTENTION_VERSION line from the file by hand.", ()),),
+        )
+    if not edit.changed:
+        return Finding("fix.edit_unneeded", Severity.INFO, f"{edit.path} does not set the override", "", evidence)
+    verb = "would change" if dry_run else "changed"
+    detail = edit.diff if dry_run else f"Backup: {edit.backup}" if edit.backup else ""
+    return Finding("fix.edited", Severity.OK, f"{edit.path}: {verb}", detail, evidence)
+
+
+def plan_steps(findings: Sequence[Finding], only: Sequence[str] = ()) -> tuple[PlanStep, ...]:
+    """For each failing or warning finding (or those named by --only), worst first, the first remedy whose
+    actions fa-doctor can carry out; a repair two findings share runs once."""
+    from fa_doctor.actions import RunCommand, SetEnv, UnsetEnv, describe, render
+
+    steps: list[PlanStep] = []
+    seen: set[object] = set()
+    for f in sorted(findings, key=lambda f: -f.severity.rank):
+        if only and f.id not in only:
+            continue
+        if not only and f.severity not in (Severity.FAIL, Severity.WARN):
+            continue
+        for remedy in f.remedies:
+            # Repairs only: a command to run (`nvidia-smi`, `fa-doctor check`) diagnoses, it repairs nothing;
+            # a variable of the calling shell is `fix --unset-override`'s job (eval), not something a child can do.
+            runnable = [a for a in remedy.actions if not isinstance(a, (RunCommand, SetEnv, UnsetEnv))]
+            if not runnable:
+                continue
+            for action in runnable:
+                if action in seen:  # two findings, one repair: run it once
+                    continue
+                seen.add(action)
+                steps.append(PlanStep(f.id, remedy.text, action, describe(action), render(action)))
+            break
+    return tuple(steps)
+
+
+def plan(
+    options: FixOptions, progress: Progress | None = None, pending: TargetProbe | None = None
+) -> tuple[Result, tuple[PlanStep, ...]]:
+    from fa_doctor.commands import check
+
+    before = check.run(options.check, progress, pending)
+    steps = plan_steps(before.findings, options.only)
+    payload = FixPayload("plan", plan=steps, check=before.check)
+    return replace(before, command="fix", payload=payload), steps
+
+
+def run(
+    options: FixOptions,
+    progress: Progress | None = None,
+    pending: TargetProbe | None = None,
+    confirm: Confirm | None = None,
+) -> Result:
+    """Plan; with `apply`, confirm, apply, re-check. TargetError propagates (exit code 2)."""
+    planned, steps = plan(options, progress, pending)
+    if not options.apply or not steps:
+        return planned
+    if confirm is not None and not confirm(steps):
+        extra = Finding("fix.declined", Severity.INFO, "Nothing was applied: the plan was declined", "")
+        return replace(planned, findings=(*planned.findings, extra))
+    from fa_doctor.commands import check
+    from fa_doctor.fixes.apply import apply
+
+    target = planned.check.target
+    python = target.executable if target else (options.check.python or "python3")
+    applied = apply([s.action for s in steps], python=python, timeout=options.timeout, progress=progress)
+    after = check.run(options.check, progress)
+    failing = {f.id for f in planned.findings if f.severity in (Severity.FAIL, Severity.WARN)}
+    still = {f.id for f in after.findings if f.severity in (Severity.FAIL, Severity.WARN)}
+    payload = FixPayload(
+        "apply",
+        plan=steps,
+        applied=applied,
+        fixed=tuple(sorted(failing - still)),
+        remaining=tuple(sorted(still)),
+        check=after.check,
+    )
+    findings = [*after.findings, *_apply_findings(applied)]
+    return Result("fix", tuple(findings), payload, after.timings, options.check.strict)
+
+
+def _apply_findings(applied: object) -> list[Finding]:
+    from fa_doctor.actions import render
+    from fa_doctor.fixes.apply import ApplyResult
+
+    assert isinstance(applied, ApplyResult)
+    out = [Finding("fix.applied", Severity.OK, s.description, s.message) for s in applied.ran]
+    if applied.failed is not None:
+        step = applied.failed
+        unchanged = " Nothing in the environment was changed by it." if step.left_unchanged else ""
+        out.append(
+            Finding(
+                "fix.step_failed",
+                Severity.FAIL,
+                f"Stopped: {step.description}",
+                f"{step.message}.{unchanged}" + (f"\n{step.output}" if step.output else ""),
+                {"returncode": step.returncode, "not_run": [render(a) for a in applied.not_run]},
+                (Remedy("Fix the cause above, then run `fa-doctor fix --apply` again.", ()),),
+            )
+        )
+    return out
