@@ -83,18 +83,18 @@ def marker_applies(marker: str, env: Mapping[str, str]) -> bool | None:
         if tok[0] in "'\"":
             return tok[1:-1], None
         if tok not in env:
-            raise _Unreadable(tok)
+            raise _Unreadable
         return env[tok], tok
 
     def atom(depth: int) -> bool:
         nonlocal pos
         if tokens[pos] == "(":
             if depth >= MAX_MARKER_DEPTH:
-                raise _Unreadable("nested too deeply")
+                raise _Unreadable
             pos += 1
             result = expr(depth + 1)
             if tokens[pos] != ")":
-                raise _Unreadable(tokens[pos])
+                raise _Unreadable
             pos += 1
             return result
         (left, lvar), (right, rvar) = operand(tokens[pos]), operand(tokens[pos + 2])
@@ -102,10 +102,10 @@ def marker_applies(marker: str, env: Mapping[str, str]) -> bool | None:
         pos += 3
         key = lvar or rvar
         if key is None or (lvar is not None and rvar is not None) or op not in _OPS:
-            raise _Unreadable(op)
+            raise _Unreadable
         answer = _compare(left, op, right, key)
         if answer is None:
-            raise _Unreadable(op)
+            raise _Unreadable
         return answer
 
     def conj(depth: int) -> bool:

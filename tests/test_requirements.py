@@ -132,6 +132,20 @@ def test_decisions(marker: str, expected: bool) -> None:
     assert Marker(marker).evaluate(PY311) is expected  # the table itself is packaging's answer
 
 
+@pytest.mark.parametrize(
+    ("marker", "expected"),
+    [
+        ("python_full_version >= '3.11'", True),  # a pre-release interpreter still counts (prereleases=True)
+        ("python_full_version < '3.12'", False),
+        ("python_full_version == '3.12.0rc1'", True),
+        ("python_version ~= '3.12'", True),
+    ],
+)
+def test_prerelease_interpreter(marker: str, expected: bool) -> None:
+    assert marker_applies(marker, ENVS[2]) is expected
+    assert Marker(marker).evaluate(ENVS[2]) is expected
+
+
 def test_extra_names_compare_normalised() -> None:
     env = {**PY311, "extra": "cu-13"}
     assert marker_applies('extra == "CU_13"', env) is True
@@ -161,6 +175,7 @@ def test_extra_names_compare_normalised() -> None:
         "python_version == '3.11' # comment",
         "python_version\t== '3.11'",
         "python_version = = '3.11'",
+        "python_version == Xyz",  # an unknown name, not a literal
     ],
 )
 def test_unreadable_markers_are_unknown(marker: str) -> None:
