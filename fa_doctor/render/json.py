@@ -10,6 +10,8 @@ from enum import Enum
 from typing import Any
 
 from fa_doctor import __version__
+from fa_doctor.actions import KINDS
+from fa_doctor.actions import to_dict as action_dict
 from fa_doctor.render.base import Renderer
 from fa_doctor.result import SCHEMA, DeviceSmoke, PackageRow, Result
 
@@ -32,8 +34,6 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return {**jsonable(value.dist, depth + 1), "family": value.family}
     if isinstance(value, DeviceSmoke):
         return {"device": jsonable(value.device, depth + 1), **jsonable(value.result, depth + 1)}
-    from fa_doctor.actions import KINDS, to_dict as action_dict
-
     if type(value) in KINDS:
         return jsonable(action_dict(value), depth + 1)
     to_dict = getattr(value, "to_dict", None)
