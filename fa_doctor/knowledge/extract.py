@@ -1,0 +1,308 @@
+"""The variable parts of a paste: symbol, library, versions, arch, glibc, module, fa_impl_ver.
+
+Every search is anchored on a literal (str.find) and runs its regex in a bounded window around it, on the
+lower-cased text; values are then sliced from the case-preserving text at the same offsets.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from functools import lru_cache
+
+from fa_doctor.knowledge.base import EXTRACT_GROUPS
+
+_MAX_HITS = 8  # occurrences of an anchor tried per extractor
+_DIGITS = frozenset("0123456789")
+_TORCH_NAMESPACE = re.compile(r"(?:^_Z|N|K)(?:3c10|2at|5torch|6caffe2)\d")
+_DRIVER_API = re.compile(r"cu[A-Z]")
+_RUNTIME_API = re.compile(r"cuda[A-Z]|__cuda")
+_CUDA_LIB_API = re.compile(r"(?:cublas|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvJitLink|cupti)")
+
+
+def windows(low: str, anchor: str, before: int, after: int) -> Iterator[tuple[int, int]]:
+    """(start, end) windows around the first occurrences of anchor."""
+    pos, hits = low.find(anchor), 0
+    while pos >= 0 and hits < _MAX_HITS:
+        yield max(0, pos - before), min(len(low), pos + len(anchor) + after)
+        hits += 1
+        pos = low.find(anchor, pos + len(anchor))
+
+
+def _search(low: str, anchor: str, rx: re.Pattern[str], before: int = 0, after: int = 400) -> re.Match[str] | None:
+    """The first match of rx in a window around one of the first occurrences of anchor."""
+    for start, end in windows(low, anchor, before, after):
+        m = rx.search(low, start, end)
+        if m is not None:
+            return m
+    return None
+
+
+def _group(flat: str, m: re.Match[str], n: int | str = 1) -> str:
+    s, e = m.span(n)
+    return flat[s:e] if s >= 0 else ""
+
+
+_R = re.compile
+_Search = Callable[[str, str, "re.Pattern[str]", int, int], "re.Match[str] | None"]
+_SYMBOL = _R(r"undefined symbol ?: ?([\w.$@]{1,1000})")
+_TOKEN_END = re.compile(r"[\s'\"()\[\]<>]")
+_LIB_FILE = _R(r"\.(?:so|pyd|dll)(?:\.[\w.]{1,20})?$")
+_OPEN_LIB = _R(r"(lib[\w.+-]{1,80}\.so[\w.]{0,20}): cannot open shared object file")
+_DLL = _R(r"dll load failed(?: while importing ([\w.]{1,200}))?")
+_GLIBC = _R(
+    r"version [`'\"]?((glibcxx|glibc|cxxabi)_([\d.]{1,12}))['`\"]? not found(?: \((?:required by )?([^)\s]{1,400})\))?"
+)
+_MODULES = (
+    ("no module named", _R(r"no module named [`'\"]?([\w.]{1,200})")),
+    ("no such module", _R(r"no such module [`'\"]?([\w.]{1,200})")),
+)
+_CANNOT_IMPORT = _R(r"cannot import name [`'\"]?(\w{1,200})[`'\"]? from [`'\"]?([\w.]{1,200})")
+_NOISE_MODULES = frozenset({"numpy", "pynvml", "tensorrt", "apex", "deepspeed", "bitsandbytes", "xformers"})
+_FA_IMPL = _R(r"fa_impl_ver ?= ?([^\s,;)\]]{1,40})")
+_TORCH = _R(
+    # Not the "torch2.4" of a wheel tag (followed by cxx11abi): that is what the wheel was built for.
+    r"torch(?:\.__version__|[ _-]?version)?[ :=]{0,3}v?(\d\.\d{1,2}(?:\.\d{1,2})?(?:\.dev\d+)?(?:\+[a-z0-9.]{1,20})?)"
+    r"(?!\w|\.\d)"
+)
+_TORCH_TAG = _R(r"torch(\d\.\d{1,2})cxx11abi")
+_FLASH = _R(r"flash[_-]attn(?:[_-]?[234])?(?:==|: | |-)v?(\d\.\d{1,2}\.\d{1,2}(?:\.post\d+|b\d+)?)")
+_CUDA = _R(r"cuda(?: version| runtime| toolkit)?[ :]{0,3}v?(\d{2}\.\d)")
+_CUDA_TAG = _R(r"\+cu(\d{2,3})")
+_PYTHON = _R(r"python ?3\.(\d{1,2})")
+_CP = _R(r"cp3(\d{1,2})")
+_CXX11 = _R(r"cxx11abi(true|false)")
+_DRIVER = _R(r"driver version[ :]{0,3}(\d{3}\.\d{1,3}(?:\.\d{1,3})?)")
+_SM = _R(r"sm_?(\d{2,3}[af]?)\b")
+_FOUND_CC = _R(r"found \((\d{1,2}), ?(\d)\)")
+_CC = _R(r"compute capability(?: is| of|:)? ?(\d{1,2})(?:\.(\d))?")
+_GPU = _R(
+    r"\b(tesla [tvkpam]\d{1,3}s?|v100s?|t4|a100|a10g?|a30|a40|a800|a6000|h100|h800|h200|h20|b200|b100|b300|gb200|gb10|"
+    r"l4|l40s?|l20|rtx ?(?:a?\d{4}|pro \d{4})(?: ti)?d?|quadro rtx \d{4}|titan \w{1,10}|gtx \d{4}|mi\d{3}x?|"
+    r"rx \d{4}|dgx spark|jetson \w{1,10})\b"
+)
+_GPU_ANCHORS = ("rtx", "tesla", "a100", "h100", "h200", "b200", "t4", "v100", "l40", "l4", "mi3", "gb")
+_WHEEL = _R(r"((?:flash_attn|sgl_kernel|sglang_kernel|vllm)[\w.+-]{0,160}?\.whl)")
+_BACKEND = _R(r"--((?:prefill-|decode-)?attention-backend)[ =]([\w-]{1,20})")
+_OVERRIDE = _R(r"sglang_flashattention_version[ =:'\"]{1,4}([^\s'\"]{0,20})")
+
+
+def extract(flat: str, low: str, has: Callable[[str], bool]) -> dict[str, str]:
+    """Every variable part found; keys are grouped by EXTRACT_GROUPS in GROUP_KEYS. has(anchor) says whether
+    an anchor (one of ANCHORS) occurs in low at all, so absent ones cost nothing."""
+
+    def search(low: str, anchor: str, rx: re.Pattern[str], before: int = 0, after: int = 400) -> re.Match[str] | None:
+        return _search(low, anchor, rx, before, after) if has(anchor) else None
+
+    out: dict[str, str] = {}
+    m = search(low, "undefined symbol", _SYMBOL, 0, 1100)
+    if m:
+        sym = _group(flat, m)
+        out["symbol"] = sym
+        out["symbol_kind"] = symbol_kind(sym)
+        if sym.startswith("_Z"):
+            out["abi"] = abi_hint(sym)
+        lib = _file_before(flat, low, ": undefined symbol")
+        if lib:
+            out["library_path"] = lib
+    if "library_path" not in out:
+        m = search(low, "cannot open shared object", _OPEN_LIB, 120, 30)
+        if m:
+            out["library_path"] = _group(flat, m)
+    if "library_path" in out:
+        out["library"] = re.split(r"[/\\]", out["library_path"])[-1]
+    m = search(low, "dll load failed", _DLL, 0, 250)
+    if m and m.group(1):
+        out.setdefault("module", _group(flat, m))
+    m = search(low, "glibc", _GLIBC, 40, 450) or search(low, "cxxabi_", _GLIBC, 40, 450)
+    if m:
+        out.update(glibc_requires=_group(flat, m).upper(), glibc_kind=m.group(2), glibc_version=m.group(3))
+        if m.group(4):
+            out["required_by"] = _group(flat, m, 4)
+        lib = _file_before(flat, low, ": version")
+        if lib:
+            out["library_path"] = lib
+    _modules(flat, low, out, search, has)
+    _versions(flat, low, out, search, has)
+    _arch(flat, low, out, search, has)
+    return out
+
+
+def _file_before(flat: str, low: str, anchor: str) -> str:
+    """The path-like token that ends right before anchor (a scan backwards, no regex)."""
+    pos = low.find(anchor)
+    if pos <= 0:
+        return ""
+    token = _TOKEN_END.split(flat[max(0, pos - 400) : pos])[-1]
+    return token if _LIB_FILE.search(token) else ""
+
+
+def _modules(flat: str, low: str, out: dict[str, str], search: _Search, has: Callable[[str], bool]) -> None:
+    found: list[str] = []
+    for anchor, rx in _MODULES:
+        if not has(anchor):
+            continue
+        for start, end in windows(low, anchor, 0, 230):
+            m = rx.search(low, start, end)
+            if m:
+                found.append(_group(flat, m).rstrip("."))
+    useful = [f for f in found if f.split(".")[0].lower() not in _NOISE_MODULES]
+    if useful or found:
+        out.setdefault("module", (useful or found)[0])
+    m = search(low, "cannot import name", _CANNOT_IMPORT, 0, 450)
+    if m:
+        out["name"] = _group(flat, m)
+        out.setdefault("module", _group(flat, m, 2).rstrip("."))
+
+
+def _versions(flat: str, low: str, out: dict[str, str], search: _Search, has: Callable[[str], bool]) -> None:
+    # Common words (torch, cuda, attn) occur far more often than the few windows search() tries: scan the
+    # (bounded) text for them instead.
+    for key, anchor, rx in (("torch", "torch", _TORCH), ("flash_attn", "attn", _FLASH), ("cuda", "cuda", _CUDA)):
+        m = rx.search(low) if has(anchor) else None
+        if m:
+            out[key] = _group(flat, m)
+    for key, anchor, rx, before, after in (
+        ("fa_impl_ver", "fa_impl_ver", _FA_IMPL, 0, 60),
+        ("cuda_tag", "+cu", _CUDA_TAG, 0, 8),
+        ("cxx11abi", "cxx11abi", _CXX11, 0, 8),
+        ("driver", "driver version", _DRIVER, 0, 30),
+        ("wheel", ".whl", _WHEEL, 200, 4),
+        ("override", "sglang_flashattention_version", _OVERRIDE, 0, 40),
+    ):
+        m = search(low, anchor, rx, before, after)
+        if m:
+            out[key] = _group(flat, m)
+    if "torch" not in out and (m := search(low, "cxx11abi", _TORCH_TAG, 12, 2)):
+        out["torch"] = m.group(1)
+    if "cxx11abi" in out:
+        out["cxx11abi"] = out["cxx11abi"].upper()
+    m = (_PYTHON.search(low) if has("python") else None) or (_CP.search(low) if has("cp3") else None)
+    if m:
+        out["python"] = f"3.{m.group(1)}"
+    m = search(low, "attention-backend", _BACKEND, 12, 30)
+    if m:
+        out["backend"] = f"--{m.group(1)} {_group(flat, m, 2)}"
+
+
+def _arch(flat: str, low: str, out: dict[str, str], search: _Search, has: Callable[[str], bool]) -> None:
+    m = search(low, "found (", _FOUND_CC, 0, 12)
+    if m:
+        out["capability"] = f"{m.group(1)}.{m.group(2)}"
+    elif m := search(low, "compute capability", _CC, 0, 8):
+        major, minor = m.group(1), m.group(2)
+        if minor is None and len(major) == 2:
+            major, minor = major[0], major[1]
+        if minor is not None:
+            out["capability"] = f"{major}.{minor}"
+    m = _SM.search(low) if has("sm") else None
+    if m:
+        out["arch"] = "sm_" + m.group(1)
+    for anchor in _GPU_ANCHORS:
+        m = search(low, anchor, _GPU, 12, 16)
+        if m:
+            out["gpu"] = _group(flat, m)
+            break
+
+
+# Every literal extract() looks for (match.py finds them all in one pass and passes has()).
+ANCHORS = (
+    "undefined symbol",
+    ": undefined symbol",
+    "cannot open shared object",
+    "dll load failed",
+    "glibc",
+    "cxxabi_",
+    ": version",
+    "no module named",
+    "no such module",
+    "cannot import name",
+    "fa_impl_ver",
+    "torch",
+    "attn",
+    "cuda",
+    "+cu",
+    "cxx11abi",
+    "driver version",
+    ".whl",
+    "sglang_flashattention_version",
+    "python",
+    "cp3",
+    "attention-backend",
+    "found (",
+    "compute capability",
+    "sm",
+    *_GPU_ANCHORS,
+)
+
+GROUP_KEYS: dict[str, tuple[str, ...]] = {
+    "symbol": ("symbol", "demangled", "symbol_kind", "abi"),
+    "library": ("library",),
+    "glibc": ("glibc_requires", "glibc_version", "required_by"),
+    "module": ("module", "name"),
+    "versions": ("torch", "flash_attn", "cuda", "cuda_tag", "cxx11abi", "python", "driver"),
+    "arch": ("arch", "capability", "gpu"),
+    "fa_impl_ver": ("fa_impl_ver", "override"),
+    "wheel": ("wheel",),
+    "backend": ("backend", "override"),
+}
+assert set(GROUP_KEYS) == set(EXTRACT_GROUPS)
+
+
+def symbol_kind(symbol: str) -> str:
+    """torch / torch-cxx11 (a C++ ABI switch) / cuda-driver / cuda-runtime / cuda-library / other."""
+    if symbol.startswith("_Z"):
+        if _TORCH_NAMESPACE.search(symbol):
+            return "torch-cxx11" if abi_hint(symbol) == "cxx11" else "torch"
+        return "other"
+    if _DRIVER_API.match(symbol):
+        return "cuda-driver"
+    if _RUNTIME_API.match(symbol):
+        return "cuda-runtime"
+    if _CUDA_LIB_API.match(symbol):
+        return "cuda-library"
+    return "other"
+
+
+def abi_hint(symbol: str) -> str:
+    """cxx11 (a std::string of the other C++ ABI), torch_version (a torch symbol), or unknown."""
+    residue = _strip_identifiers(symbol)
+    # "__cxx11" is an identifier (new-ABI std::string); "Ss" is the old-ABI std::string substitution.
+    if "__cxx11" in symbol or "Ss" in residue:
+        return "cxx11"
+    if _TORCH_NAMESPACE.search(symbol):
+        return "torch_version"
+    return "unknown"
+
+
+def _strip_identifiers(symbol: str) -> str:
+    """Drop the length-prefixed names of an Itanium mangled symbol so that 'Ss' inside a name is not an ABI tag."""
+    out: list[str] = []
+    i = 0
+    while i < len(symbol):
+        # Digits after C/D/S/T/v are ctor, dtor, substitution, template and vector codes, not name lengths.
+        if symbol[i] in _DIGITS and i > 0 and symbol[i - 1] not in "CDSTv":
+            j = i
+            while j < len(symbol) and symbol[j] in _DIGITS:
+                j += 1
+            i = j + int(symbol[i:j])
+            continue
+        out.append(symbol[i])
+        i += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=64)
+def demangle(symbol: str) -> str | None:
+    """c++filt's reading of an Itanium symbol (2 s at most), or None when c++filt is absent or fails."""
+    tool = shutil.which("c++filt")
+    if tool is None or not symbol.startswith("_Z") or len(symbol) > 1000:
+        return None
+    try:
+        done = subprocess.run([tool, symbol], capture_output=True, text=True, timeout=2.0, check=False)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    out = done.stdout.strip()[:2000]
+    return out if done.returncode == 0 and out and out != symbol else None

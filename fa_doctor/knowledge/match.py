@@ -1,0 +1,162 @@
+"""Normalise a pasted error report, match it against the knowledge base, rank, extract and score.
+
+Cost is bounded by construction. A paste is cut to MAX_CHARS; repeated lines are dropped and each line is cut
+to MAX_LINE (long compiler command lines are noise); what remains is cut to MAX_ANALYSED characters (its head
+and its tail, where the final exception is). Each pattern's literal is looked for with str's substring search
+(once per literal); a pattern's own regex then runs only in a window of at most _BEFORE + _AFTER characters
+around one of the first _MAX_HITS occurrences of its literal, so no pattern regex ever scans the whole paste.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fa_doctor.knowledge.base import Entry, Pattern
+from fa_doctor.knowledge.extract import GROUP_KEYS, demangle, extract
+
+MAX_CHARS = 1_000_000  # characters of a paste considered at all (its first 32k and its last 968k)
+MAX_LINE = 4_096  # characters kept of one line (its first 1k and its last 3k)
+MAX_ANALYSED = 128_000  # characters matched after de-duplication (its first 32k and its last 96k)
+_HEAD = 32_000
+_BEFORE, _AFTER = 160, 640  # a pattern's regex window around its literal
+_MAX_HITS = 8
+_EXTRA_BONUS, _MAX_BONUS = 0.02, 0.06
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]{0,512}(?:\x07|\x1b\\)?|\x1b")
+# Zero-width characters and typographic quotes NFKC keeps (str.translate is slow on non-ASCII text).
+_ODD_CHARS = (
+    *((c, "") for c in "\u200b\u200c\u200d\u2060\ufeff\u00ad"),
+    *((c, "'") for c in "‘’‚‛′"),
+    *((c, '"') for c in "“”„″"),
+)
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~)[^\n]*$", re.M)
+# Quote, comment and log prefixes: "> ", "# ", "[rank0]: ", "ERROR 07-07 02:22:12 [core.py:588] ",
+# "(VllmWorker pid=1) ".
+_PREFIX = re.compile(
+    r"^[ \t]*(?:(?:[>#]+|\[rank\d{1,5}\]:|\((?:\w{1,40} )?(?:rank|pid|tp)\w{0,10}=[^)\n]{1,60}\)"
+    r"|(?:ERROR|WARNING|INFO|DEBUG|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[^\]\n]{1,80}\])[ \t]*)+",
+    re.M,
+)
+_HOMES = (
+    ("/home/", re.compile(r"/home/[^/\s\\'\"]{1,64}(?=/)")),
+    ("/Users/", re.compile(r"/Users/[^/\s\\'\"]{1,64}(?=/)")),
+    (":\\Users\\", re.compile(r"[A-Za-z]:\\Users\\[^\\\s'\"]{1,64}(?=\\)")),
+)
+_SPACE = re.compile(r"\s+")
+
+
+def normalise(text: str) -> str:
+    """One line of plain text: ANSI, markdown, quote/log prefixes, width variants and home folders removed."""
+    if len(text) > MAX_CHARS:
+        text = text[:_HEAD] + "\n" + text[len(text) - (MAX_CHARS - _HEAD) :]
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    text = _distinct_lines(text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+        for odd, plain in _ODD_CHARS:
+            if odd in text:
+                text = text.replace(odd, plain)
+    if "```" in text or "~~~" in text:
+        text = _FENCE.sub("", text)
+    text = _PREFIX.sub("", text)
+    text = _distinct_lines(text)  # log lines that differed only by their prefix
+    text = text.replace("`", "").replace("\\_", "_").replace("\\*", "*")
+    for literal, home in _HOMES:
+        if literal in text:
+            text = home.sub("~", text)
+    return _SPACE.sub(" ", text).strip()
+
+
+def _distinct_lines(text: str) -> str:
+    lines = text.split("\n")
+    if max(map(len, lines)) > MAX_LINE:
+        lines = [line if len(line) <= MAX_LINE else line[:1024] + " " + line[-(MAX_LINE - 1024) :] for line in lines]
+    out = "\n".join(dict.fromkeys(lines))
+    if len(out) > MAX_ANALYSED:
+        out = out[:_HEAD] + "\n" + out[len(out) - (MAX_ANALYSED - _HEAD) :]
+    return out
+
+
+def lower(flat: str) -> str:
+    """Lower-cased with every offset kept (a few characters grow when lower-cased: keep those as they are)."""
+    low = flat.lower()
+    if len(low) == len(flat):
+        return low
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in flat)
+
+
+@dataclass(frozen=True)
+class Hit:
+    entry: Entry
+    score: float
+    groups: dict[str, str]  # named groups of the best pattern's regex, sliced from the case-kept text
+    pattern: Pattern  # the best (highest-weight) pattern that matched
+
+
+def match(entries: tuple[Entry, ...], flat: str, limit: int) -> tuple[list[Hit], dict[str, str]]:
+    """Entries whose patterns match, best first, and every variable part found in the paste."""
+    low = lower(flat)
+    present: dict[str, bool] = {}
+
+    def has(literal: str) -> bool:
+        if literal not in present:
+            present[literal] = literal in low
+        return present[literal]
+
+    found = extract(flat, low, has)
+
+    hits: list[Hit] = []
+    for entry in entries:
+        matched: list[Pattern] = []
+        groups: dict[str, str] = {}
+        best: Pattern | None = None
+        for pattern in entry.patterns:
+            ok, named = _try(pattern, flat, low, found, has)
+            if ok:
+                matched.append(pattern)
+                if best is None or pattern.weight > best.weight:
+                    best, groups = pattern, named
+        if best is not None:
+            # Independent evidence adds a little; a literal inside another one (or the same literal) is not.
+            extra = [p for p in matched if p is not best and not (p.find and best.find and p.find in best.find)]
+            extra = [p for p in extra if not (p.find and best.find and best.find in p.find)]
+            bonus = min(_MAX_BONUS, _EXTRA_BONUS * len(extra))
+            hits.append(Hit(entry, round(min(0.99, best.weight + bonus), 3), groups, best))
+    hits.sort(key=lambda h: -h.score)  # stable: ties keep the file's order (specific entries first)
+    return hits[:limit], found
+
+
+def _try(
+    p: Pattern, flat: str, low: str, found: dict[str, str], has: Callable[[str], bool]
+) -> tuple[bool, dict[str, str]]:
+    if p.field:
+        return found.get(p.field) in p.values, {}
+    if not has(p.find) or any(has(u) for u in p.unless) or (p.also and not any(has(a) for a in p.also)):
+        return False, {}
+    if p.regex is None:
+        return True, {}
+    pos, tries = low.find(p.find), 0
+    while pos >= 0 and tries < _MAX_HITS:
+        m = p.regex.search(low, max(0, pos - _BEFORE), min(len(low), pos + len(p.find) + _AFTER))
+        if m is not None:
+            named = {k: flat[m.start(k) : m.end(k)] for k, v in m.groupdict().items() if v is not None}
+            return True, named
+        tries += 1
+        pos = low.find(p.find, pos + len(p.find))
+    return False, {}
+
+
+def extracted_for(entry: Entry, found: dict[str, str], groups: dict[str, str]) -> dict[str, str]:
+    """The variable parts this entry asks for; its own pattern's named groups win over the global ones."""
+    merged = {**found, **groups}
+    if "symbol" in entry.extract and merged.get("symbol", "").startswith("_Z"):
+        demangled = demangle(merged["symbol"])
+        if demangled:
+            merged["demangled"] = demangled
+    keys = [k for g in entry.extract for k in GROUP_KEYS[g]]
+    return {k: merged[k] for k in dict.fromkeys(keys) if merged.get(k)}
