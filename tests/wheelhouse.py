@@ -123,7 +123,8 @@ def build(where: Path) -> Path:
     real(where, "sglang_kernel-0.4.10.dist-info")
     real(where, "sglang_kernel-0.4.10.dist-info", "0.4.10+cu129")
     kernel = (FIXTURES / "sglang_kernel-0.4.10.dist-info" / "METADATA").read_text()
-    wheel(where, "sglang-kernel", "0.4.9", metadata=kernel.replace("torch==2.14.1", "torch==2.11.0"))
+    for version in ("0.4.9", "0.4.9+cu129"):
+        wheel(where, "sglang-kernel", version, metadata=kernel.replace("torch==2.14.1", "torch==2.11.0"))
     # Plain dependencies.
     for name, version, reqs in (
         ("typing-extensions", "4.13.2", ()),
