@@ -231,3 +231,48 @@ def test_real_pip_with_an_unreachable_index(tmp_path: Path) -> None:
     result = apply([action], python=python, timeout=60)
     assert result.failed and "the package index cannot be reached; nothing was changed" in result.failed.message
     assert result.unchanged and not target.exists()
+
+
+def wheel(folder: Path, name: str, version: str) -> Path:
+    """A minimal pure-Python wheel with real metadata, for pip's own resolver."""
+    import base64
+    import hashlib
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    files = {
+        f"{name}/__init__.py": f"__version__ = {version!r}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = [
+        f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(c.encode()).digest()).rstrip(b'=').decode()},{len(c)}"
+        for p, c in files.items()
+    ]
+    files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for p, c in files.items():
+            zf.writestr(p, c)
+    return path
+
+
+@pytest.mark.parametrize(("pin", "ok"), [("demo-pkg==1.0", True), ("demo-pkg==2.0", False)])
+def test_real_pip_against_a_local_wheel_folder(tmp_path: Path, pin: str, ok: bool) -> None:
+    """The dry run and the install as real pip reads them: a pin the wheels satisfy installs, one they do not
+    stops at the dry run with nothing installed."""
+    python = os.path.join(os.path.dirname(sys.executable), "python")
+    wheel(tmp_path / "wheels", "demo_pkg", "1.0")
+    target = tmp_path / "target"
+    options = ("--no-deps", "--no-index", "--find-links", str(tmp_path / "wheels"), "--target", str(target))
+    action = PipInstall(python, ("demo-pkg",), options, constraints=(pin,))
+    result = apply([action], python=python, timeout=120)
+    if ok:
+        assert result.ok, result.failed
+        assert (target / "demo_pkg" / "__init__.py").read_text() == "__version__ = '1.0'\n"
+    else:
+        assert (
+            result.failed and "pip cannot resolve this install (dry run); nothing was changed" in result.failed.message
+        )
+        assert result.unchanged and not target.exists()
