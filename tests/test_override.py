@@ -51,6 +51,16 @@ def broken_fa4(tmp_path_factory: pytest.TempPathFactory) -> Facts:
     return vary(gather_facts(env), caps=(HOPPER,))
 
 
+@pytest.fixture(scope="module")
+def sglang_broken(tmp_path_factory: pytest.TempPathFactory) -> Facts:
+    """SGLang without sglang-kernel and FA4 without libs-core: two reasons FA4 cannot work."""
+    env = make_env(tmp_path_factory.mktemp("sglang-broken"))
+    env.torch()
+    env.sglang()
+    env.fa4(core=False)
+    return vary(gather_facts(env), caps=(HOPPER,))
+
+
 def run(facts: Facts, value: str | None, **changes: object) -> tuple:
     env = dict(facts.env)
     env.pop(OVERRIDE, None)
@@ -231,3 +241,10 @@ def test_pinned_fa_that_will_not_import_gets_a_reinstall(broken_fa4: Facts) -> N
     ]
     assert all("--force-reinstall" in options for _, options in installs)
     assert "Reinstall" in finding.remedies[1].text
+
+
+def test_unavailable_joins_every_reason(sglang_broken: Facts) -> None:
+    finding, _ = run(sglang_broken, "4")
+    reasons = finding.evidence["reasons"]
+    assert len(reasons) == 2 and reasons[1].startswith("SGLang imports sgl_kernel (merge_state_v2) even for FA4")
+    assert finding.detail.startswith(f"FA4 is pinned, but: {reasons[0]}; {reasons[1]}. It corresponds to SGLang's")

@@ -104,9 +104,9 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
         "sglang_flag": _SGLANG_FLAG.get(version),
         "sglang_reads_it": facts.sglang.reads_override if facts.sglang else None,
     }
-    if problems:
-        good = best_valid(facts, states)
-        fixes: list[Remedy] = [remedies.unset_override(good if good != version else None)]
+    if problems or state is None:  # implementation_for gives no state only with a reason
+        # Never the pinned version itself: best_valid returns only versions without problems.
+        fixes: list[Remedy] = [remedies.unset_override(best_valid(facts, states))]
         if state is not None and (not state.importable):
             fixes += remedies.reinstall(facts, state.impl.key)
         fixes.append(remedies.auto_detect())
@@ -125,8 +125,7 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
             "override.active",
             Severity.INFO,
             f"{OVERRIDE}={version} pins FA{version}",
-            f"{state.impl.label if state else 'FA'} is installed and supports the visible GPUs. "
-            + _relation(facts, version),
+            f"{state.impl.label} is installed and supports the visible GPUs. " + _relation(facts, version),
             evidence,
         )
     ], version
