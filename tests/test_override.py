@@ -9,8 +9,9 @@ import pytest
 from conftest import commands_of, gather_facts, pip_installs, vary
 from fakeenv import make_env
 
-from fa_doctor.checks.override import best_valid, check_override, parse_override, shown
+from fa_doctor.checks.override import best_valid, check_override, shown
 from fa_doctor.derive.inventory import assess_all
+from fa_doctor.derive.pin import parse_override
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Severity
 from fa_doctor.probes.environment import OVERRIDE

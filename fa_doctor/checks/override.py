@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import re
-
 from fa_doctor.checks import remedies
 from fa_doctor.derive.inventory import ImplState
+from fa_doctor.derive.pin import VALID, parse_override
 from fa_doctor.derive.selection import implementation_for
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.probes.environment import OVERRIDE
 
-VALID = (2, 3, 4)
-# ASCII digits only: int() would accept " 3", "３" (full-width) and "3_0".
-_STRICT = re.compile(r"[234]")
 _SGLANG_FLAG = {3: "--attention-backend fa3", 4: "--attention-backend fa4"}
-
-
-def parse_override(raw: str | None) -> int | None:
-    """The pinned version, or None when unset. Raises ValueError for anything but exactly 2, 3 or 4."""
-    if raw is None:
-        return None
-    if _STRICT.fullmatch(raw) is None:
-        raise ValueError(raw)
-    return int(raw)
 
 
 def shown(raw: str, limit: int = 40) -> str:
