@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ import pytest
 from binfake import Entry, extension, library, need_toolchain
 from conftest import commands_of, gather_facts, vary
 from fakeenv import FIXTURES, FakeEnv
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fa_doctor.checks import binary
 from fa_doctor.checks.binary import check_binaries, parse_gpu_arch
@@ -26,8 +29,9 @@ SGL_CUBINS = [Entry("sm_80"), Entry("sm_86"), Entry("sm_90a")]  # sglang-kernel 
 
 
 @pytest.fixture(autouse=True)
-def toolchain() -> None:
-    need_toolchain()
+def toolchain(request: pytest.FixtureRequest) -> None:
+    if not request.node.name.startswith("test_parse"):  # parsing --gpu-arch needs no compiler
+        need_toolchain()
 
 
 def torch_libs(
@@ -178,8 +182,6 @@ def test_sgl_kernel_fa3_on_blackwell_points_to_fa4(fenv: FakeEnv, tmp_path: Path
 
 
 def test_patterns_match_the_real_sglang_kernel_record() -> None:
-    import re
-
     record = (FIXTURES / "sglang_kernel-0.4.10.dist-info" / "RECORD").read_text().splitlines()
     rx = re.compile("|".join(f"(?:{p})" for p in PATTERNS["fa3-sgl"]))
     assert [r.split(",")[0] for r in record if rx.fullmatch(r.split(",")[0])] == ["sgl_kernel/flash_ops.abi3.so"]
@@ -304,3 +306,15 @@ def test_extension_outside_record_is_found_on_the_search_path(fenv: FakeEnv, tmp
     (fenv.site / FA2_SO).write_bytes(so.read_bytes())
     (bad,) = by_id(run(vary(gather_facts(fenv), caps=((12, 0),))), "binary.no_kernel_image")
     assert bad.evidence["file"] == str(fenv.site / FA2_SO)
+
+
+@given(st.text(max_size=60))
+@settings(max_examples=300, deadline=None)
+def test_parse_gpu_arch_is_total(text: str) -> None:
+    """Anything a user (or a CI variable) passes: normalised sm_ names or a ValueError naming the option."""
+    try:
+        parsed = parse_gpu_arch(text)
+    except ValueError as exc:
+        assert "--gpu-arch" in str(exc)
+    else:
+        assert parsed and all(re.fullmatch(r"sm_\d{2,3}", a) for a in parsed)

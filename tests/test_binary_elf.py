@@ -115,9 +115,14 @@ def test_garbage_gives_an_error_value(tmp_path: Path, content: bytes, message: s
     assert info.error is not None and message in info.error, info.error
 
 
-def test_missing_file_and_directory(tmp_path: Path) -> None:
+def test_missing_file_directory_and_fifo(tmp_path: Path) -> None:
     assert "cannot open" in (read_elf(str(tmp_path / "nope.so")).error or "")
     assert read_elf(str(tmp_path)).error
+    fifo = tmp_path / "libtorch.so"
+    os.mkfifo(fifo)  # would block a plain open() forever
+    assert "not a regular file" in (read_elf(str(fifo)).error or "")
+    assert "not a regular file" in (exported(str(fifo), ["x"]).error or "")
+    assert read_elf("/dev/zero").error
 
 
 @given(st.integers(min_value=0, max_value=4095), st.binary(min_size=1, max_size=64))

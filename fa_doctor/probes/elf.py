@@ -6,7 +6,9 @@ Only headers and tables are read, each with os.pread at its offset and under a s
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import struct
 import time
 from collections.abc import Callable, Iterable
@@ -42,6 +44,15 @@ _CHUNK = 1 << 20
 
 class ElfFormatError(Exception):
     """Internal: the file is not what it claims; turned into ElfInfo.error at the boundary."""
+
+
+def open_regular(path: str) -> int:
+    """A read-only descriptor of a regular file; a FIFO or device named like a library must not block or stream."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file")
+    return fd
 
 
 @dataclass(frozen=True)
@@ -272,7 +283,7 @@ def _undefined(r: _Reader, secs: list[Section], dynsym: Section, versions: dict[
 def read_elf(path: str, *, symbols: bool = True, deadline: float | None = None) -> ElfInfo:
     """Section table, DT_NEEDED/RUNPATH, needed and defined versions and undefined dynamic symbols of `path`."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)
     except OSError as exc:
         return ElfInfo(path, error=f"cannot open it ({exc.strerror or exc})")
     try:
@@ -418,7 +429,7 @@ def exported(path: str, names: Iterable[str], *, deadline: float | None = None) 
     """Which of `names` `path` defines; an unreadable file gives `error` and an empty set."""
     wanted = sorted(set(names))
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)
     except OSError as exc:
         return Exports(path, frozenset(), f"cannot open it ({exc.strerror or exc})")
     try:

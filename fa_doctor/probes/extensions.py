@@ -77,9 +77,10 @@ def find_extensions(
     for key, dist in installed:
         for module in MODULES.get(key, ()):
             spot = resolve(module, sys_path, python)
-            if spot.kind == "extension" and spot.origin and os.path.realpath(spot.origin) not in seen:
-                seen.add(os.path.realpath(spot.origin))
-                out.append(Extension(key, f"{dist.name} {dist.version}", spot.origin, _relative(spot.origin, sys_path)))
+            origin = spot.origin if spot.kind == "extension" else None
+            if origin and os.path.isfile(origin) and os.path.realpath(origin) not in seen:
+                seen.add(os.path.realpath(origin))
+                out.append(Extension(key, f"{dist.name} {dist.version}", origin, _relative(origin, sys_path)))
         patterns = PATTERNS.get(key)
         if not patterns:
             continue

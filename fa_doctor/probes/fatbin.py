@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from fa_doctor.probes.elf import ElfInfo
+from fa_doctor.probes.elf import ElfInfo, open_regular
 
 FATBIN_MAGIC = 0xBA55ED50
 _CONTAINER = struct.Struct("<IHHQ")
@@ -162,7 +162,7 @@ def read_fatbin(elf: ElfInfo, *, deadline: float | None = None) -> FatbinInfo:
     error: str | None = None
     walk: _Walk | None = None
     try:
-        fd = os.open(elf.path, os.O_RDONLY)
+        fd = open_regular(elf.path)
     except OSError as exc:
         return FatbinInfo(elf.path, True, section_size=sec.size, error=f"cannot open it ({exc.strerror or exc})")
     try:
