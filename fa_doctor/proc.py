@@ -166,12 +166,13 @@ class Child:
             for fd in extra or {}:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        if not timed_out and not _exited(self.proc):
-            # Every pipe closed but the child lives on (it closed its stdout): wait out the deadline.
-            try:
-                self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+        # Every pipe closed but the child lives on (it closed its stdout): wait out the deadline, without
+        # reaping it yet (see _exited).
+        while not timed_out and not _exited(self.proc):
+            if time.monotonic() >= deadline:
                 timed_out = True
+            else:
+                time.sleep(0.02)
         self.kill(reap=reap)
         return Completed(
             self.proc.returncode,
@@ -184,9 +185,11 @@ class Child:
 
     def _sweep(self, sig: int) -> None:
         """Signal the group, the live descendants and every process carrying our token (see module doc)."""
-        pids = set(_descendants(self.pid)) | set(_tagged(self.token))
-        with contextlib.suppress(OSError):
-            os.killpg(self.pid, sig)
+        reaped = self.proc.returncode is not None  # then its pid, and so the group id, may be another's now
+        pids = (set() if reaped else set(_descendants(self.pid))) | set(_tagged(self.token))
+        if not reaped:
+            with contextlib.suppress(OSError):
+                os.killpg(self.pid, sig)
         for pid in pids - {os.getpid()}:
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
@@ -198,13 +201,14 @@ class Child:
             self._sweep(signal.SIGKILL)
             if not _tagged(self.token):
                 break
+        # Forgotten before it is reaped: once reaped, its pid (the group id we signal) may belong to another.
+        _LIVE.pop(self.pid, None)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=reap)
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
-        _LIVE.pop(self.pid, None)
 
 
 def run(
