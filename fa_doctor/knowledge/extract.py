@@ -46,6 +46,7 @@ def _group(flat: str, m: re.Match[str], n: int | str = 1) -> str:
 
 
 _R = re.compile
+_LOST_UNDERSCORE = re.compile(r"Z[NK]*\d")
 _Search = Callable[[str, str, "re.Pattern[str]", int, int], "re.Match[str] | None"]
 _SYMBOL = _R(r"undefined symbol ?: ?([\w.$@]{1,1000})")
 _TOKEN_END = re.compile(r"[\s'\"()\[\]<>]")
@@ -100,6 +101,8 @@ def extract(flat: str, low: str, has: Callable[[str], bool]) -> dict[str, str]:
     m = search(low, "undefined symbol", _SYMBOL, 0, 1100)
     if m:
         sym = _group(flat, m)
+        if _LOST_UNDERSCORE.match(sym):  # markdown took the leading "_" of "_ZN...": put it back
+            sym = "_" + sym
         out["symbol"] = sym
         out["symbol_kind"] = symbol_kind(sym)
         if sym.startswith("_Z"):
