@@ -119,3 +119,19 @@ def test_parent_killed_outright_the_smoke_child_ends_itself(tmp_path: Path, sig:
     driver.send_signal(sig)
     driver.wait(10)
     assert gone(child, wait=5) and leftovers(m) == []
+
+
+@pytest.mark.parametrize("bad", [["--no-such-option"], ["--timeout", "abc"], ["--gpus", "x,y"]])
+def test_usage_error_leaves_no_early_probe(tmp_path: Path, bad: list[str]) -> None:
+    """entry.py starts the target probe before the CLI parses anything; a usage error must not orphan it."""
+    m = marker()
+    python = script(tmp_path, f"sleep {m}\n", "python")
+    done = subprocess.run(
+        [sys.executable, "-m", "fa_doctor", "check", "--python", python, *bad],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert done.returncode == 2, done.stderr
+    assert leftovers(m) == []
