@@ -15,8 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from smoke_fakes.scenarios import child_env
+from smoke_fakes.scenarios import FAKES, child_env
 from test_hardening_proc import leftovers, marker, script
+
+from fa_doctor.smoke import SmokeTarget
+from fa_doctor.smoke.runner import run_smoke
 
 DRIVER = """
 import json, os, signal, sys, threading, time
@@ -103,15 +106,18 @@ def flash_attn_varlen_func(**kwargs):
 """
 
 
+@pytest.mark.parametrize("wrapped", [False, True], ids=["python", "wrapper-without-exec"])
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM-unhandled"])
-def test_parent_killed_outright_the_smoke_child_ends_itself(tmp_path: Path, sig: signal.Signals) -> None:
+def test_parent_killed_outright_the_smoke_child_ends_itself(tmp_path: Path, sig: signal.Signals, wrapped: bool) -> None:
     """`kill -9 fa-doctor`, or `timeout 5 fa-doctor` before any handler is installed: no handler runs, so the
-    real child watches its parent and ends its own group (it would hold GPU memory otherwise)."""
+    real child watches its parent and ends its own group (it would hold GPU memory otherwise). The target
+    "python" may be a wrapper script that runs the interpreter as its child instead of exec'ing it."""
     (tmp_path / "flash_attn").mkdir()
     (tmp_path / "flash_attn" / "__init__.py").write_text(HUNG_KERNEL)
     m, ready = marker(), tmp_path / "ready"
     env = {**child_env(tmp_path), "HELPER": m, "READY": str(ready)}
-    driver, child = drive("thread", sys.executable, env)
+    python = script(tmp_path, f'{sys.executable} "$@"\n', "python") if wrapped else sys.executable
+    driver, child = drive("thread", python, env)
     end = time.monotonic() + 60
     while not ready.exists() and time.monotonic() < end:
         time.sleep(0.05)
@@ -135,3 +141,10 @@ def test_usage_error_leaves_no_early_probe(tmp_path: Path, bad: list[str]) -> No
     )
     assert done.returncode == 2, done.stderr
     assert leftovers(m) == []
+
+
+def test_wrapper_without_exec_is_not_taken_for_a_dead_parent(tmp_path: Path) -> None:
+    python = script(tmp_path, f'{sys.executable} "$@"\n', "python")
+    env = child_env(FAKES / "fa2", FAKE_FA_MODE="ok")
+    result = run_smoke(python, SmokeTarget("fa2", "flash_attn", "fa2"), device="cpu", timeout=60, env=env)
+    assert result.status == "passed" and result.phases["total"] > 0.5  # long enough for the watch to look

@@ -294,15 +294,27 @@ def finish_case(channel: Channel, case: Case, result: dict[str, Any]) -> None:
 
 def watch_parent(parent: int, every: float = 0.5) -> None:
     """fa-doctor killed outright (SIGKILL cannot be handled) would leave this child running, holding the GPU:
-    once the parent is gone (we were re-parented), end our whole process group. Sleeping and most kernel waits
-    release the GIL, so this thread runs while the main thread is stuck in a call."""
+    once fa-doctor is gone, end our whole process group. Gone: its pid no longer exists, or we were re-parented
+    (the target "python" may be a wrapper that runs us as its child, so our parent is not always fa-doctor).
+    Sleeping and most kernel waits release the GIL, so this thread runs while the main thread is stuck."""
+    first = os.getppid()
+
+    def alive() -> bool:
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:  # exists, but not ours to signal
+            pass
+        return os.getppid() == first
 
     def watch() -> None:
         while True:
             time.sleep(every)
-            if os.getppid() != parent:
-                if os.getpgrp() == os.getpid():  # our own group (the runner starts us in a new session)
-                    os.killpg(os.getpid(), signal.SIGKILL)
+            if not alive():
+                # The runner starts the run in a session of its own: all of that session's group is ours to end.
+                if os.getsid(0) == os.getpgrp():
+                    os.killpg(os.getpgrp(), signal.SIGKILL)
                 os._exit(1)
 
     threading.Thread(target=watch, name="fa-doctor-parent-watch", daemon=True).start()
