@@ -152,3 +152,24 @@ def test_every_format_has_a_renderer() -> None:
         except ModuleNotFoundError:
             pytest.skip(f"{fmt} renderer not built yet")
         assert isinstance(renderer, Renderer) and renderer.name == fmt
+
+
+def test_verbose_tables_never_truncate_and_detail_is_not_repeated() -> None:
+    uuid = "GPU-7896bed1-c710-8407-8916-c0791095cb61"
+    devices = [{"index": 0, "name": "NVIDIA H200", "uuid": uuid, "path": "/opt/a/very/long/path/" * 8}]
+    result = Result(
+        "check",
+        (
+            Finding(
+                "gpu.found",
+                Severity.OK,
+                "t",
+                "fa4: flash-attn-4 4.0.0b36",
+                {"fa4": "flash-attn-4 4.0.0b36", "devices": devices},
+            ),
+        ),
+    )
+    text = render(result, "human", verbose=True, width=80)
+    assert uuid in text.replace("\n", "").replace(" ", "") and "…" not in text
+    assert text.count("flash-attn-4 4.0.0b36") == 1
+    assert not any(line.endswith(" ") for line in text.splitlines())

@@ -97,7 +97,8 @@ class HumanRenderer(Renderer):
             soft_wrap=True,
         )
         self._report(result)
-        return buffer.getvalue()
+        # Table cells are padded to their column's width: no line ends in blanks a copy would carry along.
+        return "\n".join(line.rstrip(" ") for line in buffer.getvalue().split("\n"))
 
     def line(self, text: str, style: str | None = None, indent: int = 0) -> None:
         from rich.text import Text
@@ -152,10 +153,12 @@ class HumanRenderer(Renderer):
             if apply:
                 self.line(f"(fa-doctor can do it: {apply})", "dim", indent=8)
         if self.verbose and f.evidence:
-            self.evidence(f.evidence, indent=4)
+            self.evidence(f.evidence, indent=4, already=f.detail)
 
-    def evidence(self, values: Mapping[str, Any], indent: int) -> None:
+    def evidence(self, values: Mapping[str, Any], indent: int, already: str = "") -> None:
         for key, value in values.items():
+            if already and f"{key}: {scalar(value)}" in already:
+                continue  # the detail says it already, in the same words
             if isinstance(value, Mapping) and value:
                 self.line(f"{key}:", "dim", indent)
                 self.evidence(value, indent + 2)
@@ -174,7 +177,9 @@ class HumanRenderer(Renderer):
         from rich.table import Table
 
         columns = list(dict.fromkeys(k for row in rows for k in row))
-        table = Table(*columns, title=title, show_edge=False, pad_edge=False, box=None, header_style="bold")
+        table = Table(title=title, show_edge=False, pad_edge=False, box=None, header_style="bold")
+        for column in columns:
+            table.add_column(column, overflow="fold")  # a long UUID or path wraps, never ends in "…"
         for row in rows:
             table.add_row(*(scalar(row.get(c)) for c in columns))
         self.console.print(Padding(table, (0, 0, 0, indent), expand=False), crop=False)
