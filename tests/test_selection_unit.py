@@ -21,6 +21,7 @@ from fa_doctor.derive.selection import (
     sglang_default,
 )
 from fa_doctor.facts import BackendFlags, Facts
+from fa_doctor.families import BY_KEY
 from fa_doctor.probes.sglang_source import backend_choices
 
 HOPPER, AMPERE, BLACKWELL, SM120 = (9, 0), (8, 0), (10, 0), (12, 0)
@@ -90,7 +91,7 @@ def test_hopper_with_cuda_12_3_or_newer_is_fa3(server: Facts, cuda: str) -> None
 def test_hopper_with_older_cuda_is_not_fa3(server: Facts, cuda: str | None) -> None:
     assert default(server, (HOPPER,), cuda) == (
         "triton",
-        "sm_90: neither Hopper nor SM100, so triton (flashinfer is not installed)",
+        "sm_90 without torch CUDA >= 12.3, so triton (flashinfer is not installed)",
     )
 
 
@@ -99,8 +100,12 @@ def test_sm100_with_cuda_12_8_or_newer_is_trtllm_mha(server: Facts, cuda: str) -
     assert default(server, (BLACKWELL,), cuda) == ("trtllm_mha", "SM100 (fa4 only for models with asymmetric KV)")
 
 
-def test_sm100_with_cuda_12_7_is_not_trtllm_mha(server: Facts) -> None:
-    assert default(server, (BLACKWELL,), "12.7")[0] == "triton"
+@pytest.mark.parametrize("cuda", ["12.7", "11.8", None])
+def test_sm100_with_older_cuda_is_not_trtllm_mha(server: Facts, cuda: str | None) -> None:
+    assert default(server, (BLACKWELL,), cuda) == (
+        "triton",
+        "sm_100 without torch CUDA >= 12.8, so triton (flashinfer is not installed)",
+    )
 
 
 @pytest.mark.parametrize("caps", [(AMPERE,), (SM120,), ((12, 1),), ((8, 9),)])
@@ -118,13 +123,22 @@ def test_ampere_with_flashinfer_gets_flashinfer(with_flashinfer: Facts) -> None:
 
 @pytest.mark.parametrize("value", ["false", "False", "FALSE", "0", "no", "NO", "n", "N"])
 def test_flashinfer_switched_off(with_flashinfer: Facts, value: str) -> None:
-    backend, why = default(with_flashinfer, (AMPERE,), SGLANG_IS_FLASHINFER_AVAILABLE=value)
-    assert backend == "triton" and why.endswith("so triton (flashinfer is not installed)")
+    assert default(with_flashinfer, (AMPERE,), SGLANG_IS_FLASHINFER_AVAILABLE=value) == (
+        "triton",
+        f"sm_80: neither Hopper nor SM100, so triton (SGLANG_IS_FLASHINFER_AVAILABLE={value})",
+    )
 
 
 @pytest.mark.parametrize("value", ["true", "1", "yes", "", "off"])
 def test_flashinfer_left_on(with_flashinfer: Facts, value: str) -> None:
     assert default(with_flashinfer, (AMPERE,), SGLANG_IS_FLASHINFER_AVAILABLE=value)[0] == "flashinfer"
+
+
+def test_flashinfer_switch_without_flashinfer(server: Facts) -> None:
+    assert default(server, (AMPERE,), SGLANG_IS_FLASHINFER_AVAILABLE="true") == (
+        "triton",
+        "sm_80: neither Hopper nor SM100, so triton (flashinfer is not installed)",
+    )
 
 
 def test_gpu_0_decides_on_mixed_nodes(server: Facts) -> None:
@@ -220,7 +234,7 @@ def test_auto_without_gpu_says_it_could_not_check(bare: Facts) -> None:
 def test_auto_with_nothing_usable_lists_every_problem(bare: Facts) -> None:
     facts = vary(bare, caps=((7, 5),))
     choice = select(facts, assess_all(facts), None).prefill
-    assert (choice.version, choice.implementation, choice.source) == (None, None, "auto")
+    assert (choice.phase, choice.version, choice.implementation, choice.source) == ("prefill", None, None, "auto")
     assert choice.why == "auto-detection found no usable FA implementation"
     assert [p.split(";")[1].strip() for p in choice.problems] == [
         "FA2 (flash-attn) runs on 8.x, 9.x, 10.x, 11.x, 12.x",
@@ -233,13 +247,18 @@ def test_auto_with_nothing_installed(bare: Facts) -> None:
     assert select(bare, states, None).prefill.problems == ("no FlashAttention implementation is installed",)
 
 
-def test_auto_ignores_sglang_copies(no_kernel: Facts) -> None:
-    """fa4-sglang is SGLang's own; without SGLang running it is nobody's choice."""
-    facts = vary(no_kernel, sglang=None)
-    states = assess_all(facts)
-    states["fa4-sglang"] = dataclasses.replace(states["fa4-sglang"], dist=states["fa4"].dist, broken=())
-    assert states["fa4-sglang"].installed
-    assert select(facts, states, None).prefill.implementation is None
+@pytest.mark.parametrize("key", ["fa4-sglang", "vllm-fa"])
+def test_auto_ignores_copies_inside_servers(bare: Facts, key: str) -> None:
+    """SGLang's vendored FA4 and vLLM's FA are their servers' own: auto-detection (transformers) never loads them."""
+    states = assess_all(bare)
+    usable = dataclasses.replace(states["fa4"], impl=BY_KEY[key])
+    states = {k: dataclasses.replace(s, dist=None) for k, s in states.items()}
+    states[key] = usable
+    assert usable.usable
+    choice = select(bare, states, None).prefill
+    assert (choice.version, choice.problems) == (None, ("no FlashAttention implementation is installed",))
+    states[key] = dataclasses.replace(usable, broken=("it is broken",))
+    assert select(bare, states, None).prefill.problems == ("no FlashAttention implementation is installed",)
 
 
 # select(): the override, the flags, SGLang's default, per phase.
@@ -275,6 +294,26 @@ def test_flags_per_phase(server: Facts) -> None:
     both = vary(server, flags=BackendFlags(attention="fa4", decode="fa3"))
     sel = select(both, assess_all(both), None)
     assert (sel.prefill.why, sel.decode.why) == ("--attention-backend fa4", "--decode-attention-backend fa3")
+
+
+def test_sglang_without_gpu_has_no_default(server: Facts) -> None:
+    facts = vary(server, caps=())
+    sel = select(facts, assess_all(facts), None)
+    why = "SGLang's default: no GPU visible: SGLang picks by GPU (fa3 on Hopper with CUDA >= 12.3)"
+    assert sel.prefill == PhaseChoice("prefill", None, None, None, "none", why)
+    assert sel.decode == PhaseChoice("decode", None, None, None, "none", why)
+
+
+def test_fa_flag_that_cannot_run_carries_its_problems(server: Facts) -> None:
+    facts = vary(server, caps=(BLACKWELL,), flags=BackendFlags(attention="fa3"))
+    choice = select(facts, assess_all(facts), None).prefill
+    assert (choice.version, choice.implementation, choice.source) == (3, "fa3-sgl", "flag")
+    assert len(choice.problems) == 1 and "compute capability 10.0" in choice.problems[0]
+    only3 = dataclasses.replace(server.sglang, accepted_versions=frozenset({3}))
+    facts = vary(server, sglang=only3, flags=BackendFlags(attention="fa4"))
+    choice = select(facts, assess_all(facts), None).decode
+    assert (choice.phase, choice.backend, choice.version, choice.implementation) == ("decode", "fa4", 4, None)
+    assert "accepts fa_impl_ver 3 only" in choice.problems[0]
 
 
 def test_no_flag_uses_sglang_default(server: Facts) -> None:
@@ -356,6 +395,14 @@ def test_fa_names_point_at_fa3_and_fa4(bare: Facts, name: str) -> None:
     assert "did you mean" not in reason
 
 
+def test_fa_name_in_full(bare: Facts) -> None:
+    assert rejected_backend("flash_attn", "--attention-backend", bare) == (
+        "`flash_attn` is not an SGLang attention backend: SGLang knows fa3 and fa4 (FA2 is only a fallback inside "
+        "its FA3 path) and non-FA backends such as flashinfer and triton; SGLang (0.5.23's list) exits at start-up "
+        "with `argument --attention-backend: invalid choice: 'flash_attn'`"
+    )
+
+
 def test_case_and_spaces_are_explained(bare: Facts) -> None:
     assert rejected_backend("FA3 ", "--decode-attention-backend", bare) == (
         "SGLang's backend names are exact and lower-case: `FA3 ` is rejected, use `fa3` (SGLang (0.5.23's list) "
@@ -389,10 +436,11 @@ def test_the_installed_sglang_list_wins(server: Facts) -> None:
 def test_rejected_flag_becomes_a_problem_of_the_phase(bare: Facts) -> None:
     facts = vary(bare, flags=BackendFlags(prefill="flashinfr"))
     choice = select(facts, assess_all(facts), None).prefill
-    assert (choice.backend, choice.version, choice.implementation, choice.source) == ("flashinfr", None, None, "flag")
-    assert choice.why == "--prefill-attention-backend flashinfr"
-    assert choice.problems == (rejected_backend("flashinfr", "--prefill-attention-backend", facts),)
-    assert "argument --prefill-attention-backend: invalid choice" in choice.problems[0]
+    reason = rejected_backend("flashinfr", "--prefill-attention-backend", facts)
+    assert reason is not None and "argument --prefill-attention-backend: invalid choice" in reason
+    assert choice == PhaseChoice(
+        "prefill", "flashinfr", None, None, "flag", "--prefill-attention-backend flashinfr", (reason,)
+    )
 
 
 # Reading ATTENTION_BACKEND_CHOICES from SGLang's source.

@@ -109,18 +109,25 @@ def sglang_default(facts: Facts) -> tuple[str | None, str]:
     if first is None:
         return None, "no GPU visible: SGLang picks by GPU (fa3 on Hopper with CUDA >= 12.3)"
     major, minor = first
-    cuda = facts.torch_cuda or (0, 0)
-    if major == 9 and cuda >= (12, 3):
+    cuda = facts.torch_cuda
+    if major == 9 and cuda is not None and cuda >= (12, 3):
         return "fa3", f"Hopper (sm_{major}{minor}) with torch CUDA >= 12.3"
-    if major == 10 and cuda >= (12, 8):
+    if major == 10 and cuda is not None and cuda >= (12, 8):
         return "trtllm_mha", "SM100 (fa4 only for models with asymmetric KV)"
-    flashinfer = facts.scan.first("flashinfer-python") is not None
-    if facts.env.get("SGLANG_IS_FLASHINFER_AVAILABLE", "true").lower() in ("false", "0", "no", "n"):
-        flashinfer = False
-    backend = "flashinfer" if flashinfer else "triton"
-    return backend, f"sm_{major}{minor}: neither Hopper nor SM100, so {backend}" + (
-        "" if flashinfer else " (flashinfer is not installed)"
-    )
+    switch = facts.env.get("SGLANG_IS_FLASHINFER_AVAILABLE")
+    if facts.scan.first("flashinfer-python") is None:
+        backend, note = "triton", " (flashinfer is not installed)"
+    elif switch is not None and switch.lower() in ("false", "0", "no", "n"):
+        backend, note = "triton", f" (SGLANG_IS_FLASHINFER_AVAILABLE={switch})"
+    else:
+        backend, note = "flashinfer", ""
+    if major == 9:
+        gpu = f"sm_{major}{minor} without torch CUDA >= 12.3"
+    elif major == 10:
+        gpu = f"sm_{major}{minor} without torch CUDA >= 12.8"
+    else:
+        gpu = f"sm_{major}{minor}: neither Hopper nor SM100"
+    return backend, f"{gpu}, so {backend}{note}"
 
 
 def rejected_backend(name: str, flag: str, facts: Facts) -> str | None:
@@ -152,13 +159,14 @@ def _phase(
     why: str,
     facts: Facts,
     states: dict[str, ImplState],
-    flag: str = "--attention-backend",
+    flag: str | None = None,
 ) -> PhaseChoice:
+    """One phase's choice; `flag` is the option that named the backend (SGLang checks only those names)."""
     if backend is None:
         return PhaseChoice(phase, None, None, None, "none", why)
     version = FA_BACKENDS.get(backend)
     if version is None:
-        rejected = rejected_backend(backend, flag, facts) if source == "flag" else None
+        rejected = rejected_backend(backend, flag, facts) if flag else None
         if rejected:
             return PhaseChoice(phase, backend, None, None, source, why, (rejected,))
         return PhaseChoice(phase, backend, None, None, source, why + f"; {backend} is not FlashAttention")
