@@ -31,6 +31,7 @@ import atexit
 import contextlib
 import itertools
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -156,6 +157,18 @@ class Child:
                     exited_at = time.monotonic()
                     # Leftovers die now, so the pipes they hold close and the read above ends.
                     self._sweep(signal.SIGKILL)
+            # Every pipe closed, the child not yet gone (it is exiting, or closed its stdout and lives on):
+            # wait for it until the deadline, without reaping it yet (see _exited).
+            pause = 0.001
+            while not timed_out and not _exited(self.proc):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                elif pidfd is not None:
+                    select.select([pidfd], [], [], left)
+                else:
+                    time.sleep(min(left, pause))
+                    pause = min(pause * 2, 0.05)
         except BaseException:
             self.kill()
             raise
@@ -166,13 +179,6 @@ class Child:
             for fd in extra or {}:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        # Every pipe closed but the child lives on (it closed its stdout): wait out the deadline, without
-        # reaping it yet (see _exited).
-        while not timed_out and not _exited(self.proc):
-            if time.monotonic() >= deadline:
-                timed_out = True
-            else:
-                time.sleep(0.02)
         self.kill(reap=reap)
         return Completed(
             self.proc.returncode,
