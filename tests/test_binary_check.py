@@ -318,3 +318,13 @@ def test_parse_gpu_arch_is_total(text: str) -> None:
         assert "--gpu-arch" in str(exc)
     else:
         assert parsed and all(re.fullmatch(r"sm_\d{2,3}", a) for a in parsed)
+
+
+def test_unreadable_torch_library_means_no_claim(fenv: FakeEnv, tmp_path: Path) -> None:
+    """A missing symbol might live in the library that could not be read: nothing is claimed, the gap is said."""
+    fa2(fenv, tmp_path, calls=("_ZN3c104fakeEv",), torch_defines=())
+    (fenv.site / "torch" / "lib" / "libtorch_cuda.so").write_bytes(b"\x7fELF truncated")
+    findings = run(vary(gather_facts(fenv), caps=((9, 0),)))
+    assert by_id(findings, "binary.undefined_symbol") == []
+    (summary,) = by_id(findings, "binary.archs")
+    assert "torch symbols not checked: libtorch_cuda.so" in summary.detail

@@ -258,7 +258,10 @@ class _Check:
             )
             path = find_library("libstdc++.so.6", dirs)
             lib = read_elf(path, symbols=False, deadline=self.deadline) if path else None
-            if lib is not None and lib.error is None and lib.version_defs:
+            if lib is None or lib.error is not None or not lib.version_defs:
+                why = f"{path}: {lib.error or 'no version definitions'}" if lib else "libstdc++.so.6 not found"
+                self.skipped.append(f"{ext.relpath}: GLIBCXX needs not checked ({why})")
+            else:
                 missing = [v for v in cxx if v not in set(lib.version_defs)]
                 if missing:
                     top = max(missing, key=_version)
@@ -294,16 +297,18 @@ class _Check:
             return
         libs = torch_libraries(self.facts.torch.location)
         found: set[str] = set()
-        readable = 0
+        unread: list[str] = []
         for lib in libs:
             result = exported(lib, wanted, deadline=self.deadline)
-            if result.error is None:
-                readable += 1
-                found |= result.found
+            found |= result.found
+            if result.error is not None:
+                unread.append(f"{os.path.basename(lib)} ({result.error})")
         missing = [n for n in wanted if n not in found]
-        if not readable or not missing:
-            if not readable:
-                self.skipped.append(f"{ext.relpath}: torch's libraries could not be read for symbol checks")
+        if missing and (unread or not libs):  # the symbols may live in what could not be read: say so, claim nothing
+            where = "; ".join(unread) or f"no libraries in {self.facts.torch.location}/lib"
+            self.skipped.append(f"{ext.relpath}: torch symbols not checked: {where}")
+            return
+        if not missing:
             return
         torch_v = self.facts.torch.version or "?"
         pin = next((r for r in _requires(self.states, ext.impl) if r.replace(" ", "").startswith("torch==")), None)

@@ -33,6 +33,7 @@ MODULES: dict[str, tuple[str, ...]] = {
 _DIRS = {"fa2": ("",), "fa3": ("", "flash_attn_3"), "fa3-sgl": ("sgl_kernel",), "vllm-fa": ("vllm/vllm_flash_attn", "")}
 _MAX_LISTED = 10_000
 _MAX_PER_IMPL = 16
+_MAX_LIBRARIES = 64
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,8 @@ def find_extensions(
 
 
 def torch_libraries(torch_location: str | None) -> list[str]:
-    """torch/lib/libtorch*.so and libc10*.so: where c10/at/torch symbols are exported."""
+    """Every shared library in torch/lib (libtorch*, libc10*, and the few others): where c10/at/torch symbols are
+    exported. All of them, so a symbol that lives in an unexpected one is not reported missing."""
     if not torch_location:
         return []
     lib = os.path.join(torch_location, "lib")
@@ -109,11 +111,7 @@ def torch_libraries(torch_location: str | None) -> list[str]:
         names = sorted(os.listdir(lib))[:_MAX_LISTED]
     except OSError:
         return []
-    return [
-        os.path.join(lib, n)
-        for n in names
-        if n.startswith(("libtorch", "libc10")) and (n.endswith(".so") or ".so." in n)
-    ]
+    return [os.path.join(lib, n) for n in names if n.endswith(".so") or ".so." in n][:_MAX_LIBRARIES]
 
 
 def library_dirs(
