@@ -19,7 +19,8 @@ it cannot say whose orphan is whose. The token names the owner exactly. Its limi
 leaves the session and clears its environment (a deliberate daemon) is not found once its parent has exited.
 
 Signal contract: the live children are in a module registry. ``terminate_all(sig)`` sends ``sig`` to each
-child's group and leftovers, waits up to ``grace`` seconds, then SIGKILLs what is left. It takes no lock and
+child's group and leftovers, and to any other child of this process (one that a signal caught between its
+fork and its registration), waits up to ``grace`` seconds, then SIGKILLs what is left. It takes no lock and
 may be called from a signal handler in the main thread while other threads are inside ``collect``; those
 calls then return with the child's signal as its exit status. An ``atexit`` hook does the same with SIGKILL,
 so a child still running when the interpreter exits (typer's ``Exit``, an early usage error) is not orphaned.
@@ -44,6 +45,7 @@ _PROC = "/proc"
 _CHUNK = 65536
 _counter = itertools.count(1)
 _LIVE: dict[int, Child] = {}  # pid -> child; plain dict operations are atomic, so no lock (see terminate_all)
+_STARTING: dict[str, None] = {}  # tokens of children being started
 
 
 @dataclass(frozen=True)
@@ -80,18 +82,24 @@ class Child:
         self.token = f"{os.getpid()}-{next(_counter)}-{time.monotonic_ns()}"
         child_env = dict(os.environ if env is None else env)
         child_env[TOKEN_VAR] = self.token
-        self.proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=child_env,
-            cwd=cwd,
-            pass_fds=tuple(pass_fds),
-            start_new_session=True,
-        )
-        self.pid = self.proc.pid
-        _LIVE[self.pid] = self
+        # A signal handler may run (and raise) anywhere in here, before the child is registered: terminate_all
+        # then finds it as a child of ours, or by this token once it has exec'd.
+        _STARTING[self.token] = None
+        try:
+            self.proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=child_env,
+                cwd=cwd,
+                pass_fds=tuple(pass_fds),
+                start_new_session=True,
+            )
+            self.pid = self.proc.pid
+            _LIVE[self.pid] = self
+        finally:
+            _STARTING.pop(self.token, None)
 
     def collect(
         self,
@@ -236,19 +244,36 @@ def live() -> list[int]:
 
 
 def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
-    """End every live child and its leftovers: ``sig`` first, SIGKILL after ``grace`` s. Returns how many
-    children there were. Safe in a signal handler (no lock; see the module doc)."""
+    """End every live child and its leftovers: ``sig`` first, SIGKILL after ``grace`` s. Also ends any other
+    child of this process (one a signal caught half-way through its start, before it was registered) and
+    what it started. Returns how many children there were. Safe in a signal handler (no lock; see the
+    module doc)."""
     children = list(_LIVE.values())
-    for child in children:
-        child._sweep(sig)
+    strays = [pid for pid in _children(os.getpid()) if pid not in _LIVE]
+    tokens = list(_STARTING)
+
+    def sweep(signum: int) -> None:
+        for child in children:
+            child._sweep(signum)
+        for pid in strays:
+            for target in [*_descendants(pid), pid]:
+                with contextlib.suppress(OSError):
+                    os.kill(target, signum)
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signum)  # a child started in its own session leads a group of that id
+        for token in tokens:
+            for pid in _tagged(token):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signum)
+
+    sweep(sig)
     end = time.monotonic() + grace
     while sig != signal.SIGKILL and time.monotonic() < end:
-        if all(_exited(c.proc) and not _tagged(c.token) for c in children):
+        if all(_exited(c.proc) and not _tagged(c.token) for c in children) and not _running(strays):
             break
         time.sleep(0.02)
-    for child in children:
-        child._sweep(signal.SIGKILL)
-    return len(children)
+    sweep(signal.SIGKILL)
+    return len(children) + len(strays)
 
 
 atexit.register(terminate_all, signal.SIGKILL, 0.0)
@@ -273,6 +298,18 @@ def _exited(proc: subprocess.Popen[bytes]) -> bool:
     except (AttributeError, OSError):
         return proc.poll() is not None
     return info is not None
+
+
+def _running(pids: Sequence[int]) -> bool:
+    """Whether any of these (our children, so their state is ours to read) is still running, not a zombie."""
+    for pid in pids:
+        try:
+            with open(f"{_PROC}/{pid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[:1] != [b"Z"]:
+                    return True
+        except (OSError, IndexError):
+            continue
+    return False
 
 
 def _children(pid: int) -> list[int]:

@@ -165,3 +165,30 @@ def test_exit_hook_ends_children_never_collected(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", code], timeout=30, capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     assert leftovers(m) == []
+
+
+def test_terminate_all_ends_a_child_caught_between_start_and_registration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal whose handler runs right after Popen returns, before the child is registered (the handler
+    calls terminate_all, then raises): the child and what it started must still end."""
+    m, n = marker(), marker()
+    real = subprocess.Popen
+
+    def popen_then_signal(*args: object, **kwargs: object) -> object:
+        real(*args, **kwargs)  # type: ignore[call-overload]
+        time.sleep(0.2)  # let it start its own child
+        proc.terminate_all(signal.SIGTERM, grace=0.5)  # what the CLI's handler does
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", popen_then_signal)
+    with pytest.raises(KeyboardInterrupt):
+        proc.Child([script(tmp_path, f"sleep {m} &\nsleep {n}\n")])
+    assert leftovers(m, n) == []
+
+
+def test_terminate_all_ends_children_started_without_proc(tmp_path: Path) -> None:
+    m = marker()
+    stray = subprocess.Popen([script(tmp_path, f"sleep {m}\n")], start_new_session=True)
+    assert proc.terminate_all(signal.SIGTERM, grace=0.5) >= 1
+    assert stray.wait(5) == -signal.SIGTERM and leftovers(m) == []
