@@ -11,6 +11,7 @@ Targets: < 1 s and < 50 MB extra memory. Run by hand:  python benchmarks/binary_
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import resource
 import struct
 import subprocess
@@ -23,7 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fa_doctor.probes.elf import read_elf  # noqa: E402
+from fa_doctor.checks.binary import _TORCH_SYMBOL  # noqa: E402
+from fa_doctor.probes.elf import exported, read_elf  # noqa: E402
+from fa_doctor.probes.extensions import torch_libraries  # noqa: E402
 from fa_doctor.probes.fatbin import ARCH_SPECIFIC, FATBIN_MAGIC, read_fatbin  # noqa: E402
 
 _SHDR = struct.Struct("<IIQQQQIIQQ")
@@ -111,6 +114,25 @@ def main() -> None:
         print(f"undefined symbols {len(elf.undefined)}, needed {list(elf.needed)}")
         print(f"time: best {min(times) * 1000:.1f} ms, worst {max(times) * 1000:.1f} ms over {args.runs} runs")
         print(f"memory: Python peak {peak / (1 << 20):.2f} MB, max RSS growth {rss / 1024:.1f} MB")
+        torch_lookup()
+
+
+def torch_lookup() -> None:
+    """Where this interpreter has torch: look up what libtorch_python needs from the rest of torch/lib, as the
+    undefined-symbol check does for an extension (thousands of names instead of an extension's ~100)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        print("torch lookup: no torch here, skipped")
+        return
+    libs = torch_libraries(spec.submodule_search_locations[0])
+    needs = read_elf(next(p for p in libs if p.endswith("libtorch_python.so")))
+    wanted = [s.name for s in needs.undefined if not s.weak and _TORCH_SYMBOL.match(s.name)]
+    t0 = time.perf_counter()
+    found: set[str] = set()
+    for lib in libs:
+        found |= exported(lib, [n for n in wanted if n not in found]).found
+    took = time.perf_counter() - t0
+    print(f"torch lookup: {len(wanted)} names in {len(libs)} libraries, {len(found)} found, {took * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

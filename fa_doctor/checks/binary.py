@@ -299,7 +299,7 @@ class _Check:
         found: set[str] = set()
         unread: list[str] = []
         for lib in libs:
-            result = exported(lib, wanted, deadline=self.deadline)
+            result = exported(lib, [n for n in wanted if n not in found], deadline=self.deadline)
             found |= result.found
             if result.error is not None:
                 unread.append(f"{os.path.basename(lib)} ({result.error})")
