@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import sys
 from pathlib import Path
@@ -88,7 +89,9 @@ def failing(findings: list[Finding]) -> list[str]:
 
 
 def assert_remedied(findings: list[Finding]) -> None:
+    """Every non-ok finding has commands, and every finding survives the JSON renderer's round trip."""
     for f in findings:
+        assert json.loads(json.dumps(f.to_dict())) == json.loads(json.dumps(f.to_dict(), default=str))
         if f.severity is not Severity.OK:
             assert f.remedies and all(commands_of(f)), f"{f.id} has no commands"
 
@@ -124,6 +127,7 @@ def test_ptx_is_jit_compiled_when_the_driver_is_new_enough(fenv: FakeEnv, tmp_pa
     assert failing(findings) == []
     (summary,) = by_id(findings, "binary.archs")
     assert summary.severity is Severity.INFO and "only by JIT on GPU 0" in summary.detail
+    assert_remedied(findings)
     old_driver = dataclasses.replace(facts, gpus=dataclasses.replace(facts.gpus, cuda_driver_version="12.4"))
     (bad,) = by_id(run(old_driver), "binary.no_kernel_image")
     assert "needs a driver for CUDA 13" in bad.detail
@@ -160,6 +164,8 @@ def test_gpu_arch_option_judges_a_gpu_less_ci_runner(fenv: FakeEnv, tmp_path: Pa
     assert failing(nothing) == []
     (summary,) = by_id(nothing, "binary.archs")
     assert summary.severity is Severity.INFO and "nothing to judge against" in summary.detail
+    assert_remedied(nothing)
+    assert any("--gpu-arch" in c for cmds in commands_of(summary) for c in cmds)
 
 
 def test_sgl_kernel_fa3_on_blackwell_points_to_fa4(fenv: FakeEnv, tmp_path: Path) -> None:
