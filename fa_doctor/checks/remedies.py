@@ -345,7 +345,7 @@ def _sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
     elif target:
         torch_pin = SGL_KERNEL_TORCH.get(target.split("+")[0])
     cu12 = facts.torch_cuda is not None and facts.torch_cuda[0] == 12
-    text = "(2) Install sglang-kernel (FA3 lives in sgl_kernel/flash_ops)"
+    text = f"(2) {'Reinstall' if have else 'Install'} sglang-kernel (FA3 lives in sgl_kernel/flash_ops)"
     if wanted:
         text += f"; {srv.name if srv else 'the server'} requires {wanted}"
     options: list[str] = []
