@@ -279,17 +279,18 @@ def render(action: Action, shell: Shell | str = Shell.BASH) -> str:
 
 def _render_pip(action: PipInstall, shell: Shell) -> str:
     command = _join(action.argv, shell)
+    prefix = ""  # PowerShell sets variables as statements before the pipeline, not inside it
     if action.env:
         if shell.posix:
             command = " ".join(f"{k}={shlex.quote(v)}" for k, v in action.env) + " " + command
         elif shell is Shell.FISH:
             command = "env " + " ".join(quote(f"{k}={v}", shell) for k, v in action.env) + " " + command
         else:
-            command = "".join(f"$env:{k} = {quote(v, shell)}; " for k, v in action.env) + command
+            prefix = "".join(f"$env:{k} = {quote(v, shell)}; " for k, v in action.env)
     if not action.constraints:
-        return command
+        return prefix + command
     if shell is Shell.POWERSHELL:
-        return ", ".join(quote(c, shell) for c in action.constraints) + " | " + command
+        return prefix + ", ".join(quote(c, shell) for c in action.constraints) + " | " + command
     return "printf '%s\\n' " + " ".join(quote(c, shell) for c in action.constraints) + " | " + command
 
 

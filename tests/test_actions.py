@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fa_doctor import actions as A
 
@@ -174,7 +176,7 @@ def test_powershell_quoting() -> None:
     mv = A.move_aside("/s/flash_attn", "/s")
     assert A.render(mv, q) == "Move-Item -LiteralPath '/s/flash_attn' -Destination '/s/flash_attn.fa-doctor-backup'"
     pip = A.PipInstall("/py", ("x",), (), ("torch==2",), (("MAX_JOBS", "4"),))
-    assert A.render(pip, q) == "'torch==2' | $env:MAX_JOBS = '4'; & '/py' '-m' 'pip' 'install' '-c' '/dev/stdin' 'x'"
+    assert A.render(pip, q) == "$env:MAX_JOBS = '4'; 'torch==2' | & '/py' '-m' 'pip' 'install' '-c' '/dev/stdin' 'x'"
 
 
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish not installed")
@@ -206,3 +208,27 @@ def test_describe_and_dict_cover_every_kind() -> None:
     assert A.to_dict(every[2])["env"] == {"MAX_JOBS": "4"}
     assert A.render(every[6]) == "fa-doctor fix --unset-override --set 3 --env-file /etc/x.env"
     assert A.invocation(every[0]) is None
+
+
+_WORD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=24)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_WORD, min_size=1, max_size=5))
+def test_any_words_survive_bash_and_sh(words: list[str]) -> None:
+    """Property: whatever the words, the shell's printf builtin receives exactly them."""
+    line = A.render(A.RunCommand(("printf", "%s\\0", *words)), "bash")
+    for shell in ("bash", "sh"):
+        out = subprocess.run([shell, "-c", line], capture_output=True, timeout=10, env={"LC_ALL": "C.UTF-8"})
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1] == words
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish not installed")
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_WORD.filter(lambda w: "\x1f" not in w), min_size=1, max_size=4))
+def test_any_words_survive_fish(words: list[str]) -> None:
+    line = A.render(A.RunCommand(("printf", "%s\\x1f", *words)), "fish")
+    out = subprocess.run(["fish", "--no-config", "-c", line], capture_output=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.decode("utf-8", "surrogateescape").split("\x1f")[:-1] == words
