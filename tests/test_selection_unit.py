@@ -433,6 +433,14 @@ def test_the_installed_sglang_list_wins(server: Facts) -> None:
     assert "the installed SGLang 0.5.23" in (rejected_backend("flashinfr", "--attention-backend", unread) or "")
 
 
+def test_defaults_are_never_checked_against_the_list(server: Facts) -> None:
+    """SGLang validates only what the command line names; its own default is taken as it is."""
+    narrow = dataclasses.replace(server.sglang, backend_choices=frozenset({"fa3"}))
+    facts = vary(server, sglang=narrow, caps=(AMPERE,))
+    choice = select(facts, assess_all(facts), None).prefill
+    assert (choice.backend, choice.source, choice.problems) == ("triton", "sglang-default", ())
+
+
 def test_rejected_flag_becomes_a_problem_of_the_phase(bare: Facts) -> None:
     facts = vary(bare, flags=BackendFlags(prefill="flashinfr"))
     choice = select(facts, assess_all(facts), None).prefill
