@@ -108,6 +108,8 @@ def run_and_deliver(
     early = (ctx.obj or {}).get("early_target") if isinstance(ctx.obj, dict) else None
     # fa_doctor.entry started it before typer loaded; use it when it probes the interpreter this run wants.
     if not (isinstance(early, TargetProbe) and early.python == (python or sys.executable)):
+        if isinstance(early, TargetProbe):
+            early.close()  # it guessed another interpreter: end its child now, not at exit
         early = None
     try:
         with progress_to_stderr(color=out.color(sys.stderr)) as progress:

@@ -190,5 +190,10 @@ def test_terminate_all_ends_a_child_caught_between_start_and_registration(
 def test_terminate_all_ends_children_started_without_proc(tmp_path: Path) -> None:
     m = marker()
     stray = subprocess.Popen([script(tmp_path, f"sleep {m}\n")], start_new_session=True)
+    # /proc/<pid>/task/*/children is read without stopping the tasks; under load a just-forked child can show
+    # up a moment late (proc(5)). Wait until the kernel lists it, as it does long before a signal could come.
+    deadline = time.monotonic() + 5
+    while stray.pid not in proc._children(os.getpid()) and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert proc.terminate_all(signal.SIGTERM, grace=0.5) >= 1
     assert stray.wait(5) == -signal.SIGTERM and leftovers(m) == []

@@ -67,7 +67,8 @@ def run(
 
     check_options, _ = plan(options)
     if pending is not None and pending.python != (check_options.python or sys.executable):
-        pending = None  # the early probe guessed another interpreter; gather() starts the right one
+        pending.close()  # the early probe guessed another interpreter; gather() starts the right one
+        pending = None
     return replace(check.run(check_options, progress, pending), command="exec")
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 
@@ -303,9 +302,11 @@ def demangle(symbol: str) -> str | None:
     tool = shutil.which("c++filt")
     if tool is None or not symbol.startswith("_Z") or len(symbol) > 1000:
         return None
+    from fa_doctor import proc
+
     try:
-        done = subprocess.run([tool, symbol], capture_output=True, text=True, timeout=2.0, check=False)
-    except (OSError, subprocess.SubprocessError, ValueError):
+        done = proc.run([tool, symbol], 2.0, max_output=4096)
+    except (OSError, ValueError):
         return None
-    out = done.stdout.strip()[:2000]
-    return out if done.returncode == 0 and out and out != symbol else None
+    out = done.out().strip()[:2000]
+    return out if done.returncode == 0 and not done.timed_out and out and out != symbol else None

@@ -29,7 +29,11 @@ KNOBS = (
 )
 
 
+# Not knobs, but facts a check needs: where the dynamic loader looks (the libstdc++ an extension would load).
+CONTEXT = ("LD_LIBRARY_PATH",)
+
+
 def capture(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The knobs that are set (empty strings included: an empty override is a mistake worth naming)."""
     source = os.environ if env is None else env
-    return {name: source[name] for name in KNOBS if name in source}
+    return {name: source[name] for name in (*KNOBS, *CONTEXT) if name in source}
