@@ -51,8 +51,8 @@ def _compare(left: str, op: str, right: str, key: str) -> bool | None:
     """One `left op right` with `key` the environment variable involved; None where packaging has no single answer."""
     if key == "extra":  # PEP 685: extra names compare normalised
         left, right = _canonical(left), _canonical(right)
-    elif key in _VERSION_VARS and op not in ("in", "not in"):
-        try:
+    elif key in _VERSION_VARS:
+        try:  # `in` and `not in` never make a specifier: they fall through to the string test, as in packaging
             return Specifier(op + right).contains(left, prereleases=True)
         except InvalidSpecifier:
             pass  # not a version: packaging falls back to comparing strings
