@@ -6,6 +6,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 
+from fa_doctor.actions import RunCommand, SetEnv
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.probes.gpu import GpuDevice
@@ -57,7 +58,9 @@ def check_node(facts: Facts, missing: Sequence[int], visible: Sequence[int]) -> 
                 (
                     Remedy(
                         "Serve from one kind of GPU: pin a homogeneous set.",
-                        (f"export CUDA_VISIBLE_DEVICES={','.join(str(i) for i in max(kinds.values(), key=len))}",),
+                        actions=(
+                            SetEnv("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in max(kinds.values(), key=len))),
+                        ),
                     ),
                 ),
             )
@@ -85,9 +88,11 @@ def compare_smoke(key: str, per_device: Sequence[tuple[GpuDevice, str]]) -> list
                 Remedy(
                     "Take the failing GPU(s) out of service and have them checked (nvidia-smi -q, dmesg for Xid "
                     "errors); meanwhile serve from the GPUs that pass.",
-                    (
-                        "nvidia-smi -q -d ECC,RETIRED_PAGES_SERVICE",
-                        f"export CUDA_VISIBLE_DEVICES={','.join(map(str, good))}" if good else "nvidia-smi -L",
+                    actions=(
+                        RunCommand(("nvidia-smi", "-q", "-d", "ECC,RETIRED_PAGES_SERVICE")),
+                        SetEnv("CUDA_VISIBLE_DEVICES", ",".join(map(str, good)))
+                        if good
+                        else RunCommand(("nvidia-smi", "-L")),
                     ),
                 ),
             ),

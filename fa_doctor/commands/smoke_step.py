@@ -73,8 +73,8 @@ def smoke_step(
         return [skipped_finding("no GPU is visible", require_gpu=options.require_gpu)], section
 
     def reinstall(key: str, problem: object) -> tuple[Remedy, ...]:
-        del problem
-        return remedies.reinstall(facts, key)
+        # A module missing for another distribution (sglang's orjson) is that distribution's remedy, not FA's.
+        return remedies.for_problem(facts, key, problem)
 
     findings: list[Finding] = []
     rows: list[DeviceSmoke] = []
