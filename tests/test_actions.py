@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,8 @@ def test_describe_and_dict_cover_every_kind() -> None:
     assert A.invocation(every[0]) is None
 
 
+# Shells of the property tests run here: a quoting bug must not leave files in the checkout.
+_SCRATCH = tempfile.mkdtemp(prefix="fa-doctor-quoting-")
 _WORD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=24)
 
 
@@ -219,9 +222,12 @@ def test_any_words_survive_bash_and_sh(words: list[str]) -> None:
     """Property: whatever the words, the shell's printf builtin receives exactly them."""
     line = A.render(A.RunCommand(("printf", "%s\\0", *words)), "bash")
     for shell in ("bash", "sh"):
-        out = subprocess.run([shell, "-c", line], capture_output=True, timeout=10, env={"LC_ALL": "C.UTF-8"})
+        out = subprocess.run(
+            [shell, "-c", line], capture_output=True, timeout=10, env={"LC_ALL": "C.UTF-8"}, cwd=_SCRATCH
+        )
         assert out.returncode == 0, out.stderr
         assert out.stdout.decode("utf-8", "surrogateescape").split("\0")[:-1] == words
+        assert not os.listdir(_SCRATCH)  # nothing was redirected into a file
 
 
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish not installed")
@@ -229,6 +235,7 @@ def test_any_words_survive_bash_and_sh(words: list[str]) -> None:
 @given(st.lists(_WORD.filter(lambda w: "\x1f" not in w), min_size=1, max_size=4))
 def test_any_words_survive_fish(words: list[str]) -> None:
     line = A.render(A.RunCommand(("printf", "%s\\x1f", *words)), "fish")
-    out = subprocess.run(["fish", "--no-config", "-c", line], capture_output=True, timeout=20)
+    out = subprocess.run(["fish", "--no-config", "-c", line], capture_output=True, timeout=20, cwd=_SCRATCH)
     assert out.returncode == 0, out.stderr
     assert out.stdout.decode("utf-8", "surrogateescape").split("\x1f")[:-1] == words
+    assert not os.listdir(_SCRATCH)
