@@ -99,3 +99,17 @@ def test_option_values_are_not_taken_for_flags() -> None:
     """`--python --json` means a Python called '--json' (an error about it), not a JSON request."""
     run = fa_doctor("check", "--python", "--json", "--bogus")
     assert run.returncode == 2 and run.stdout == ""
+
+
+@pytest.mark.parametrize("cc", ["9.0a", "[N/A]"])
+def test_unreadable_compute_capability_is_a_warning_not_a_healthy_gpu(
+    cli: Any, fenv: FakeEnv, tmp_path: Any, cc: str
+) -> None:
+    from conftest import gpu_env
+
+    healthy(fenv)
+    row = f"0, GPU-5f1e2c3a-0000-4000-8000-000000000000, NVIDIA H200, {cc}, 143771"
+    run = cli("check", "--no-smoke", "--json", "--python", fenv.python, env=gpu_env(tmp_path, row))
+    finding = run.finding("gpu.capability_unknown")
+    assert finding["severity"] == "warn" and cc in finding["detail"] and "cc None" not in run.stdout
+    assert run.code == 0 and not [i for i in run.ids() if i.startswith("internal.")]

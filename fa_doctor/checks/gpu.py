@@ -49,6 +49,28 @@ def check_gpus(facts: Facts, require_gpu: bool = False) -> list[Finding]:
             evidence,
         )
     ]
+    unknown = [d for d in gpus.devices if d.capability is None]
+    if unknown:
+        said = ", ".join(
+            f"GPU {d.index} {d.name} ({'reported ' + repr(d.capability_raw) if d.capability_raw else 'not reported'})"
+            for d in unknown
+        )
+        out.append(
+            Finding(
+                "gpu.capability_unknown",
+                Severity.WARN,
+                "A GPU's compute capability cannot be read",
+                f"{said}. Which FlashAttention can run depends on it (FA3 needs 8.x/9.0, FA4 9.0/10.x/11.x, FA2 8.0 "
+                "or newer), so no implementation is judged against this GPU; the smoke test still runs on it.",
+                {"devices": [d.to_dict() for d in unknown]},
+                (
+                    Remedy(
+                        "Ask the driver directly; an old nvidia-smi or a MIG/vGPU setup may not report it.",
+                        actions=(RunCommand(("nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv")),),
+                    ),
+                ),
+            )
+        )
     old = [d for d in gpus.devices if d.capability is not None and d.capability < (8, 0)]
     if old:
         names = ", ".join(
