@@ -102,7 +102,7 @@ def test_no_import_cycle() -> None:
         state[node] = 1
         for nxt in graph[node]:
             if state.get(nxt) == 1:
-                cycle = stack[stack.index(nxt) :] + [nxt] if nxt in stack else [node, nxt]
+                cycle = [*stack[stack.index(nxt) :], nxt] if nxt in stack else [node, nxt]
                 pytest.fail("import cycle: " + " -> ".join(cycle))
             if nxt not in state:
                 visit(nxt, [*stack, nxt])

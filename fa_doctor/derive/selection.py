@@ -117,7 +117,8 @@ def sglang_default(facts: Facts) -> tuple[str | None, str]:
     switch = facts.env.get("SGLANG_IS_FLASHINFER_AVAILABLE")
     if facts.scan.first("flashinfer-python") is None:
         backend, note = "triton", " (flashinfer is not installed)"
-    elif switch is not None and switch.lower() in ("false", "0", "no", "n"):
+    elif switch is not None and switch.lower() not in ("true", "1"):
+        # sglang's get_bool_env_var (0.5.23) counts only "true" and "1" as true: "yes" switches flashinfer off.
         backend, note = "triton", f" (SGLANG_IS_FLASHINFER_AVAILABLE={switch})"
     else:
         backend, note = "flashinfer", ""

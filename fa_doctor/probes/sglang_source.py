@@ -6,6 +6,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from fa_doctor.probes import files
 from fa_doctor.probes.distributions import Distribution
 
 BACKEND = "sglang/srt/layers/attention/flashattention_backend.py"
@@ -53,11 +54,7 @@ class SglangFacts:
 
 
 def _text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(4 << 20)
-    except OSError:
-        return ""
+    return files.read_text(path, 4 << 20) or ""  # never blocks on a FIFO, bounded in size
 
 
 def backend_choices(text: str) -> frozenset[str] | None:
@@ -83,7 +80,7 @@ def read_sglang(dist: Distribution, override_name: str) -> SglangFacts:
         versions = {3}  # before fa_impl_ver existed (mid-2025) the backend was FA3 only
     fa4_module, vendored = "flash_attn.cute", False
     for marker, module, is_vendored in _FA4_HOMES:
-        if os.path.exists(os.path.join(root, marker)):
+        if files.is_regular(os.path.join(root, marker)):
             fa4_module, vendored = module, is_vendored
             break
     fa4_wrapper = _text(os.path.join(root, "sglang/kernels/ops/attention/flash_attention_v4.py"))
