@@ -22,7 +22,7 @@ source_of() {
   case $1 in
     override) echo fa_doctor/checks/override.py ;;
     requirements) echo fa_doctor/requirements.py ;;
-    classify) echo fa_doctor/smoke/classify.py ;;
+    classify) echo fa_doctor/knowledge/classify.py ;;  # the smoke classifier is the knowledge base's since issue 10
     selection) echo fa_doctor/derive/selection.py ;;
     *) echo "unknown module: $1 (override, requirements, classify, selection)" >&2; exit 2 ;;
   esac
@@ -32,7 +32,7 @@ tests_of() {  # the tests that exercise the module; CLI-level ones build venvs, 
   case $1 in
     override) echo '"tests/test_override.py", "tests/test_override_fuzz.py"' ;;
     requirements) echo '"tests/test_requirements.py", "tests/test_inventory.py"' ;;
-    classify) echo '"tests/test_smoke_classify.py", "tests/test_smoke_findings.py"' ;;
+    classify) echo '"tests/test_smoke_classify.py", "tests/test_explain_classify.py", "tests/test_smoke_findings.py"' ;;
     selection) echo '"tests/test_selection_unit.py", "tests/test_override.py"' ;;
   esac
 }

@@ -1,35 +1,34 @@
-"""fa_doctor.knowledge.classify is a drop-in for fa_doctor.smoke.classify.classify: the pinned tests of the
-smoke classifier (tests/test_smoke_classify.py) run here again against the knowledge base's answer."""
+"""`check` and `explain` classify with one table: the smoke classifier is the knowledge base's
+(tests/test_smoke_classify.py pins its answers)."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-from pathlib import Path
+from fa_doctor.knowledge import explain, load
+from fa_doctor.knowledge.classify import classify as by_table
+from fa_doctor.smoke.classify import classify
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import test_smoke_classify as pinned
-
-from fa_doctor.knowledge.classify import classify
-
-
-@pytest.fixture(autouse=True)
-def knowledge_classify(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(pinned, "classify", classify)
-    yield
+SAMPLES = [
+    ("ImportError", "/x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"),
+    ("ImportError", "undefined symbol: cudaLaunchKernelExC"),
+    ("ModuleNotFoundError", "No module named 'cutlass.cute'"),
+    ("RuntimeError", "CUDA error: no kernel image is available for execution on the device"),
+    ("ImportError", "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by /x/y.so)"),
+    ("ImportError", "Can not import FA3 in sgl_kernel. Please check your installation."),
+]
 
 
-# Deliberate differences from today's smoke classifier (issue 10): a CUDA runtime or driver symbol is not a
-# torch ABI problem.
-DIFFERENT = {"test_symbol_without_library"}
+def test_smoke_classifier_is_the_tables() -> None:
+    for exc, msg in SAMPLES:
+        assert classify(exc, msg, []) == by_table(exc, msg, [])
 
-# Every other pinned test, collected again under this module so the fixture above swaps the classifier in.
-for _name in dir(pinned):
-    if _name.startswith("test_") and _name not in DIFFERENT:
-        globals()[f"{_name}_from_knowledge"] = getattr(pinned, _name)
+
+def test_explain_agrees_with_the_smoke_cause() -> None:
+    """The text a smoke child reports, pasted into explain, names the same failure mode."""
+    for exc, msg in SAMPLES:
+        cause = classify(exc, msg, []).cause
+        top = explain(f"{exc}: {msg}")[0]
+        entry = next(e for e in load() if e.id == top.id)
+        assert entry.smoke_cause == cause, (msg, top.id, entry.smoke_cause, cause)
 
 
 def test_runtime_symbols_are_cuda_runtime_not_torch_abi() -> None:
@@ -38,13 +37,3 @@ def test_runtime_symbols_are_cuda_runtime_not_torch_abi() -> None:
         "exception": "ImportError",
         "symbol": "cudaLaunchKernelExC",
     }
-
-
-def test_the_swap_really_happened() -> None:
-    assert pinned.classify is classify
-
-
-def test_driver_symbols_are_driver_too_old() -> None:
-    p = classify("ImportError", "x.so: undefined symbol: cuGreenCtxDestroy", [])
-    assert p.cause == "driver_too_old" and p.evidence["symbol"] == "cuGreenCtxDestroy"
-    assert p.summary == "The NVIDIA driver is too old for the CUDA version this build uses."

@@ -209,12 +209,14 @@ def test_torch_abi_summary_and_evidence(symbol: str, abi: str) -> None:
 
 
 def test_symbol_without_library() -> None:
+    """A CUDA runtime symbol is not a torch ABI problem (issue 10: check and explain share one table)."""
     p = classify("ImportError", "undefined symbol: cudaLaunchKernelExC", [])
-    assert p.cause == "torch_abi" and dict(p.evidence) == {
+    assert p.cause == "cuda_runtime" and dict(p.evidence) == {
         "exception": "ImportError",
         "symbol": "cudaLaunchKernelExC",
-        "abi": "unknown",
     }
+    q = classify("ImportError", "/x/flash_ops.so: undefined symbol: cuGreenCtxDestroy", [])
+    assert q.cause == "driver_too_old"  # a driver API, not torch
 
 
 def test_cxx11_extension_flag() -> None:

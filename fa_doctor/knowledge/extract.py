@@ -6,6 +6,7 @@ lower-cased text; values are then sliced from the case-preserving text at the sa
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -296,12 +297,22 @@ def _strip_identifiers(symbol: str) -> str:
     return "".join(out)
 
 
-@lru_cache(maxsize=64)
 def demangle(symbol: str) -> str | None:
     """c++filt's reading of an Itanium symbol (2 s at most), or None when c++filt is absent or fails."""
     tool = shutil.which("c++filt")
     if tool is None or not symbol.startswith("_Z") or len(symbol) > 1000:
         return None
+    try:
+        stamp = os.stat(tool).st_mtime_ns
+    except OSError:
+        return None
+    return _demangle(tool, stamp, symbol)
+
+
+@lru_cache(maxsize=64)
+def _demangle(tool: str, stamp: int, symbol: str) -> str | None:
+    """Cached per tool (path and modification time): the same paste asks about the same symbol many times."""
+    del stamp
     from fa_doctor import proc
 
     try:
