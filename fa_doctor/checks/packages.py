@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 
 from fa_doctor.actions import Action, RunCommand, move_aside
 from fa_doctor.checks import remedies
@@ -12,7 +13,7 @@ from fa_doctor.derive.inventory import ImplState, inside, owner_roots, unmet_req
 from fa_doctor.facts import Facts
 from fa_doctor.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of, normalize
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.probes.modules import resolve
+from fa_doctor.probes.modules import ModuleSpot
 
 # Requirements that break imports when wrong (torch pins of compiled builds, the FA4 runtime).
 _CHECKED_REQUIREMENTS = {
@@ -177,12 +178,10 @@ def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Find
     return out
 
 
-def unmanaged(facts: Facts) -> list[Finding]:
+def unmanaged(facts: Facts, spots: Mapping[str, ModuleSpot]) -> list[Finding]:
     """FA import names that resolve to files no installed distribution owns (a checkout, a leftover)."""
-    py = (facts.target.version[0], facts.target.version[1])
     out = []
-    for name in ("flash_attn", "flash_attn_interface", "sgl_kernel"):
-        spot = resolve(name, facts.target.sys_path, py)
+    for name, spot in spots.items():
         if not spot.found or spot.origin is None:
             continue
         owners = [

@@ -92,7 +92,7 @@ def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Fi
     findings += contained("packages", lambda: packages.inventory(facts, states))
     findings += contained("conflicts", lambda: packages.conflicts(facts))
     findings += contained("broken", lambda: packages.broken_and_shadowed(facts, states))
-    findings += contained("unmanaged", lambda: packages.unmanaged(facts))
+    findings += contained("unmanaged", lambda: packages.unmanaged(facts, derived.spots))
     findings += contained("duplicates", lambda: packages.duplicates(facts))
     findings += contained("requirements", lambda: packages.requirements(facts))
     findings += contained("override", lambda: override.check_override(facts, states)[0])

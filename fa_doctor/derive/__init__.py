@@ -7,9 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from fa_doctor.derive.inventory import ImplState
     from fa_doctor.derive.selection import Selection
     from fa_doctor.facts import Facts
+    from fa_doctor.probes.modules import ModuleSpot
 
 
 @dataclass(frozen=True)
@@ -17,13 +20,21 @@ class Derived:
     states: dict[str, ImplState]  # implementation key -> installed / importable / usable, with every reason
     pinned: int | None  # the FA version SGLANG_FLASHATTENTION_VERSION pins (None: unset or invalid)
     selection: Selection  # what runs for prefill and decode, and why
+    spots: Mapping[str, ModuleSpot]  # where each FA import name resolves on the target's path (UNOWNED_NAMES)
+
+
+# Import names a stray folder or checkout can take over; checks ask who owns what they resolve to.
+UNOWNED_NAMES = ("flash_attn", "flash_attn_interface", "sgl_kernel")
 
 
 def derive(facts: Facts) -> Derived:
     from fa_doctor.derive.inventory import assess_all
     from fa_doctor.derive.pin import pinned_version
     from fa_doctor.derive.selection import select
+    from fa_doctor.probes.modules import resolve
 
     states = assess_all(facts)
     pinned = pinned_version(facts.env)
-    return Derived(states, pinned, select(facts, states, pinned))
+    py = (facts.target.version[0], facts.target.version[1])
+    spots = {name: resolve(name, facts.target.sys_path, py) for name in UNOWNED_NAMES}
+    return Derived(states, pinned, select(facts, states, pinned), spots)
