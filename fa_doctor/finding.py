@@ -46,7 +46,9 @@ class Remedy:
 
     def fix_command(self, finding_id: str) -> str | None:
         """The `fa-doctor fix` command that applies this remedy; None when there is nothing to apply."""
-        steps = [a for a in self.actions if not (isinstance(a, RunCommand) and a.argv[:2] == ("fa-doctor", "check"))]
+        if finding_id.startswith("explain."):
+            return None  # `fix` applies what `check` finds; a pasted error is not a finding of this machine
+        steps = [a for a in self.actions if not isinstance(a, RunCommand)]  # a command to run diagnoses
         if not steps:
             return None
         if all(isinstance(a, (SetEnv, UnsetEnv)) and a.name == OVERRIDE for a in steps):
@@ -54,6 +56,8 @@ class Remedy:
             only_set = not any(isinstance(a, UnsetEnv) for a in steps)
             tail = f" --set {value}" if only_set and value is not None and value.isdigit() else ""
             return f'eval "$(fa-doctor fix --unset-override{tail})"'
+        if all(isinstance(a, (SetEnv, UnsetEnv)) for a in steps):
+            return None  # another variable of the calling shell: the printed line is the whole remedy
         return f"fa-doctor fix --apply --only {finding_id}"
 
     def to_dict(self, finding_id: str | None = None) -> dict[str, Any]:

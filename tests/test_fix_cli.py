@@ -130,3 +130,19 @@ def test_plan_steps_pick_one_runnable_remedy_per_finding_worst_first(fenv: FakeE
 @pytest.mark.parametrize("args", [["--plan", "--apply"], ["--unset-override", "--apply"]])
 def test_exclusive_modes_are_usage_errors(cli: Any, args: list[str]) -> None:
     assert cli("fix", *args).code == 2
+
+
+def test_fix_command_names_only_what_fix_can_do() -> None:
+    from fa_doctor.actions import MovePath, RunCommand, SetEnv, UnsetEnv
+
+    move = MovePath("/opt/p/flash_attn", "/opt/p/flash_attn.bak", "/opt/p")
+    assert (
+        Remedy("m", actions=(move,)).fix_command("package.unmanaged")
+        == "fa-doctor fix --apply --only package.unmanaged"
+    )
+    assert Remedy("u", actions=(UnsetEnv("SGLANG_FLASHATTENTION_VERSION"),)).fix_command("override.invalid") == (
+        'eval "$(fa-doctor fix --unset-override)"'
+    )
+    assert Remedy("d", actions=(RunCommand(("nvidia-smi",)),)).fix_command("gpu.none") is None
+    assert Remedy("c", actions=(SetEnv("CUDA_VISIBLE_DEVICES", "0"),)).fix_command("gpu.mixed") is None
+    assert Remedy("m", actions=(move,)).fix_command("explain.match") is None
