@@ -6,13 +6,35 @@ right stream (and the CI files), and its exit code is the process's.
 
 from __future__ import annotations
 
-import math
 import sys
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from fa_doctor import __version__
+from fa_doctor.cli_options import (
+    FORMAT,
+    GPU_ARCH,
+    GPUS,
+    JSON,
+    JUNIT,
+    MARKDOWN,
+    NO_CACHE,
+    NO_COLOR,
+    NO_SMOKE,
+    PYTHON,
+    SMOKE_ALL,
+    STRICT,
+    SUMMARY,
+    TIMEOUT,
+    VERBOSE,
+    check_options,
+    confirm,
+    outputs,
+    valid_path,
+    valid_set_value,
+    valid_shell,
+)
 from fa_doctor.result import EXIT_ERROR
 
 app = typer.Typer(
@@ -37,109 +59,6 @@ def root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """fa-doctor: find broken, shadowed and mis-pinned FlashAttention installs, and say how to fix them."""
-
-
-# ---- option validation: bad values are usage errors (exit 2), never silently something else -------------
-
-
-def _python_path(value: str | None) -> str | None:
-    if value is not None and (not value.strip() or "\x00" in value):
-        raise typer.BadParameter("needs the path of a Python interpreter, not an empty string", param_hint="--python")
-    return value
-
-
-def _timeout(value: float) -> float:
-    if not math.isfinite(value) or value < 1:
-        raise typer.BadParameter(f"{value}: needs a finite number of seconds, at least 1", param_hint="--timeout")
-    return value
-
-
-def _gpu_list(value: str | None) -> str | None:
-    if value is None:
-        return None
-    parts = [p.strip() for p in value.split(",")]
-    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 4 for p in parts):
-        raise typer.BadParameter(f"{value!r}: expected CUDA indices such as 0,2", param_hint="--gpus")
-    return value
-
-
-def _gpu_arch(value: str | None) -> str | None:
-    if value is None:
-        return None
-    from fa_doctor.commands.options import parse_gpu_arch
-
-    try:
-        parse_gpu_arch(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--gpu-arch") from None
-    return value
-
-
-def _format(value: str) -> str:
-    from fa_doctor.render.base import FORMATS
-
-    if value not in FORMATS:
-        raise typer.BadParameter(f"{value!r}: one of {', '.join(FORMATS)}", param_hint="--format")
-    return value
-
-
-def _path(value: str | None) -> str | None:
-    if value is not None and not value.strip():
-        raise typer.BadParameter("needs a file path, not an empty string")
-    return value
-
-
-# ---- options shared by every command that inspects a target and reports ------------------------------------
-
-PYTHON = typer.Option(
-    None,
-    "--python",
-    metavar="PATH",
-    callback=_python_path,
-    help="Interpreter the server runs with (default: this one).",
-)
-FORMAT = typer.Option("human", "--format", metavar="FORMAT", callback=_format, help="human|json|github|junit|markdown.")
-JSON = typer.Option(False, "--json", help="Same as --format json: one JSON document.")
-JUNIT = typer.Option(None, "--junit-xml", metavar="PATH", callback=_path, help="Also write JUnit XML to PATH.")
-MARKDOWN = typer.Option(None, "--markdown", metavar="PATH", callback=_path, help="Also write a Markdown summary.")
-SUMMARY = typer.Option(False, "--step-summary", help="Append the Markdown summary to $GITHUB_STEP_SUMMARY.")
-VERBOSE = typer.Option(False, "-v", "--verbose", help="Show every finding with evidence and timings.")
-STRICT = typer.Option(False, "--strict", help="Warnings fail too (exit 1).")
-NO_SMOKE = typer.Option(False, "--no-smoke", help="Static check only: run no kernel.")
-SMOKE_ALL = typer.Option(False, "--all", help="Smoke-test every installed FA implementation.")
-TIMEOUT = typer.Option(300.0, "--timeout", callback=_timeout, help="Seconds allowed per smoke-test child.")
-NO_CACHE = typer.Option(False, "--no-cache", help="Bypass fa-doctor's FA4 compile cache.")
-GPUS = typer.Option(
-    None, "--gpus", metavar="LIST", callback=_gpu_list, help="Check and smoke-test only these CUDA indices, e.g. 0,2."
-)
-GPU_ARCH = typer.Option(
-    None, "--gpu-arch", metavar="LIST", callback=_gpu_arch, help="Judge compiled FA extensions for these GPUs."
-)
-NO_COLOR = typer.Option(False, "--no-color", help="No colours (NO_COLOR is honoured too).")
-
-
-def _outputs(fmt: str, as_json: bool, verbose: bool, no_color: bool, **files: Any) -> Any:
-    from fa_doctor.output import Outputs
-
-    return Outputs("json" if as_json else fmt, verbose, no_color, files["junit"], files["markdown"], files["summary"])
-
-
-def _check_options(**kw: Any) -> Any:
-    from fa_doctor.commands.options import CheckOptions, parse_gpu_arch, parse_gpus
-    from fa_doctor.facts import BackendFlags
-
-    return CheckOptions(
-        python=kw["python"],
-        flags=BackendFlags(kw.get("attention"), kw.get("prefill"), kw.get("decode")),
-        smoke=not kw["no_smoke"],
-        smoke_all=kw["smoke_all"],
-        require_gpu=kw["require_gpu"],
-        strict=kw["strict"],
-        timeout=kw["timeout"],
-        use_cache=not kw["no_cache"],
-        gpu_indices=parse_gpus(kw["gpus"]),
-        gpu_arch=parse_gpu_arch(kw["gpu_arch"]) if kw["gpu_arch"] else None,
-    )
 
 
 @app.command()
@@ -171,8 +90,8 @@ def check(
     from fa_doctor.commands import check as command
     from fa_doctor.output import run_and_deliver
 
-    options = _check_options(**locals())
-    out = _outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    options = check_options(**locals())
+    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
     code, _ = run_and_deliver(
         "check", lambda progress, early: command.run(options, progress, early), out, ctx, python=options.python
     )
@@ -212,13 +131,13 @@ def exec_(
     from fa_doctor.output import run_and_deliver
 
     options = command.ExecOptions(
-        _check_options(require_gpu=False, **locals()),
+        check_options(require_gpu=False, **locals()),
         tuple(command_args),
         warn_only=warn_only,
         allow_no_gpu=allow_no_gpu,
         unset_override=unset_override,
     )
-    out = _outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
     planned, _ = command.plan(options)
     code, result = run_and_deliver(
         "exec",
@@ -238,7 +157,7 @@ def explain(
     ctx: typer.Context,
     text: Optional[str] = typer.Argument(None, metavar="[TEXT | -]", help="The error text; - reads standard input."),
     file: Optional[str] = typer.Option(
-        None, "--file", metavar="PATH", callback=_path, help="Read the error from PATH."
+        None, "--file", metavar="PATH", callback=valid_path, help="Read the error from PATH."
     ),
     python: Optional[str] = PYTHON,
     fmt: str = FORMAT,
@@ -252,25 +171,11 @@ def explain(
     from fa_doctor.output import run_and_deliver
 
     options = command.ExplainOptions(text=text, file=file, python=python, limit=limit)
-    out = _outputs(fmt, as_json, verbose, no_color, junit=None, markdown=None, summary=False)
+    out = outputs(fmt, as_json, verbose, no_color, junit=None, markdown=None, summary=False)
     code, _ = run_and_deliver(
         "explain", lambda progress, early: command.run(options, progress, early), out, ctx, python=python
     )
     raise typer.Exit(code)
-
-
-def _set_value(value: Optional[str]) -> Optional[str]:
-    if value is not None and value not in ("2", "3", "4"):
-        raise typer.BadParameter(f"{value!r}: SGLANG_FLASHATTENTION_VERSION takes 2, 3 or 4", param_hint="--set")
-    return value
-
-
-def _shell(value: Optional[str]) -> Optional[str]:
-    from fa_doctor.fixes.shell import SHELLS
-
-    if value is not None and value not in SHELLS:
-        raise typer.BadParameter(f"{value!r}: one of {', '.join(SHELLS)}", param_hint="--shell")
-    return value
 
 
 @app.command()
@@ -279,8 +184,8 @@ def fix(
     unset_override: bool = typer.Option(
         False, "--unset-override", help="Print shell code that unsets SGLANG_FLASHATTENTION_VERSION (for eval)."
     ),
-    set_value: Optional[str] = typer.Option(None, "--set", metavar="N", callback=_set_value, help="Set it to N."),
-    shell: Optional[str] = typer.Option(None, "--shell", callback=_shell, help="bash|zsh|sh|fish|powershell."),
+    set_value: Optional[str] = typer.Option(None, "--set", metavar="N", callback=valid_set_value, help="Set it to N."),
+    shell: Optional[str] = typer.Option(None, "--shell", callback=valid_shell, help="bash|zsh|sh|fish|powershell."),
     env_files: list[str] = typer.Option(
         [], "--env-file", metavar="FILE", help="Also remove (or rewrite) the override's line in FILE (repeatable)."
     ),
@@ -302,7 +207,7 @@ def fix(
     from fa_doctor.commands import fix as command
     from fa_doctor.output import deliver_fix_override, run_and_deliver
 
-    out = _outputs(fmt, as_json, verbose, no_color, junit=None, markdown=None, summary=False)
+    out = outputs(fmt, as_json, verbose, no_color, junit=None, markdown=None, summary=False)
     if unset_override or set_value is not None or env_files:
         if plan_only or apply:
             raise typer.BadParameter("--unset-override does not combine with --plan or --apply")
@@ -310,7 +215,7 @@ def fix(
         raise typer.Exit(deliver_fix_override(command.unset_override(override), out))
     if plan_only and apply:
         raise typer.BadParameter("--plan and --apply exclude each other")
-    check_options = _check_options(
+    planned = check_options(
         python=python,
         no_smoke=no_smoke,
         smoke_all=False,
@@ -321,29 +226,12 @@ def fix(
         gpus=None,
         gpu_arch=None,
     )
-    options = command.FixOptions(check_options, apply=apply, only=tuple(only))
-    confirm = None if yes else _confirm
+    options = command.FixOptions(planned, apply=apply, only=tuple(only))
+    confirm_with = None if yes else confirm
     code, _ = run_and_deliver(
-        "fix", lambda progress, early: command.run(options, progress, early, confirm), out, ctx, python=python
+        "fix", lambda progress, early: command.run(options, progress, early, confirm_with), out, ctx, python=python
     )
     raise typer.Exit(code)
-
-
-def _confirm(steps: Any) -> bool:
-    """Ask on the terminal; without one, --apply needs --yes."""
-    from fa_doctor.result import CannotRun
-
-    if not sys.stdin.isatty():
-        raise CannotRun("--apply changes the environment: confirm with --yes when not run from a terminal")
-    from fa_doctor.render.escape import escape
-
-    sys.stderr.write("fa-doctor fix will run:\n")
-    for number, step in enumerate(steps, 1):
-        sys.stderr.write(f"  {number}. {escape(step.description)}\n     {escape(step.command)}\n")
-    sys.stderr.write("Apply these steps? [y/N] ")
-    sys.stderr.flush()
-    answer = sys.stdin.readline().strip().lower()
-    return answer in ("y", "yes")
 
 
 def interrupted(args: list[str], signum: int) -> None:

@@ -1,0 +1,143 @@
+"""The options the commands share, and their validation: a bad value is a usage error (exit 2), never silently
+something else (`--timeout nan` turning the bound off, `--python ""` meaning fa-doctor's own interpreter)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Optional
+
+import typer
+
+# ---- option validation: bad values are usage errors (exit 2), never silently something else -------------
+
+
+def _python_path(value: str | None) -> str | None:
+    if value is not None and (not value.strip() or "\x00" in value):
+        raise typer.BadParameter("needs the path of a Python interpreter, not an empty string", param_hint="--python")
+    return value
+
+
+def _timeout(value: float) -> float:
+    if not math.isfinite(value) or value < 1:
+        raise typer.BadParameter(f"{value}: needs a finite number of seconds, at least 1", param_hint="--timeout")
+    return value
+
+
+def _gpu_list(value: str | None) -> str | None:
+    if value is None:
+        return None
+    parts = [p.strip() for p in value.split(",")]
+    if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 4 for p in parts):
+        raise typer.BadParameter(f"{value!r}: expected CUDA indices such as 0,2", param_hint="--gpus")
+    return value
+
+
+def _gpu_arch(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from fa_doctor.commands.options import parse_gpu_arch
+
+    try:
+        parse_gpu_arch(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--gpu-arch") from None
+    return value
+
+
+def _format(value: str) -> str:
+    from fa_doctor.render.base import FORMATS
+
+    if value not in FORMATS:
+        raise typer.BadParameter(f"{value!r}: one of {', '.join(FORMATS)}", param_hint="--format")
+    return value
+
+
+def valid_path(value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise typer.BadParameter("needs a file path, not an empty string")
+    return value
+
+
+# ---- options shared by every command that inspects a target and reports ------------------------------------
+
+PYTHON = typer.Option(
+    None,
+    "--python",
+    metavar="PATH",
+    callback=_python_path,
+    help="Interpreter the server runs with (default: this one).",
+)
+FORMAT = typer.Option("human", "--format", metavar="FORMAT", callback=_format, help="human|json|github|junit|markdown.")
+JSON = typer.Option(False, "--json", help="Same as --format json: one JSON document.")
+JUNIT = typer.Option(None, "--junit-xml", metavar="PATH", callback=valid_path, help="Also write JUnit XML to PATH.")
+MARKDOWN = typer.Option(None, "--markdown", metavar="PATH", callback=valid_path, help="Also write a Markdown summary.")
+SUMMARY = typer.Option(False, "--step-summary", help="Append the Markdown summary to $GITHUB_STEP_SUMMARY.")
+VERBOSE = typer.Option(False, "-v", "--verbose", help="Show every finding with evidence and timings.")
+STRICT = typer.Option(False, "--strict", help="Warnings fail too (exit 1).")
+NO_SMOKE = typer.Option(False, "--no-smoke", help="Static check only: run no kernel.")
+SMOKE_ALL = typer.Option(False, "--all", help="Smoke-test every installed FA implementation.")
+TIMEOUT = typer.Option(300.0, "--timeout", callback=_timeout, help="Seconds allowed per smoke-test child.")
+NO_CACHE = typer.Option(False, "--no-cache", help="Bypass fa-doctor's FA4 compile cache.")
+GPUS = typer.Option(
+    None, "--gpus", metavar="LIST", callback=_gpu_list, help="Check and smoke-test only these CUDA indices, e.g. 0,2."
+)
+GPU_ARCH = typer.Option(
+    None, "--gpu-arch", metavar="LIST", callback=_gpu_arch, help="Judge compiled FA extensions for these GPUs."
+)
+NO_COLOR = typer.Option(False, "--no-color", help="No colours (NO_COLOR is honoured too).")
+
+
+def outputs(fmt: str, as_json: bool, verbose: bool, no_color: bool, **files: Any) -> Any:
+    from fa_doctor.output import Outputs
+
+    return Outputs("json" if as_json else fmt, verbose, no_color, files["junit"], files["markdown"], files["summary"])
+
+
+def check_options(**kw: Any) -> Any:
+    from fa_doctor.commands.options import CheckOptions, parse_gpu_arch, parse_gpus
+    from fa_doctor.facts import BackendFlags
+
+    return CheckOptions(
+        python=kw["python"],
+        flags=BackendFlags(kw.get("attention"), kw.get("prefill"), kw.get("decode")),
+        smoke=not kw["no_smoke"],
+        smoke_all=kw["smoke_all"],
+        require_gpu=kw["require_gpu"],
+        strict=kw["strict"],
+        timeout=kw["timeout"],
+        use_cache=not kw["no_cache"],
+        gpu_indices=parse_gpus(kw["gpus"]),
+        gpu_arch=parse_gpu_arch(kw["gpu_arch"]) if kw["gpu_arch"] else None,
+    )
+
+
+def valid_set_value(value: Optional[str]) -> Optional[str]:
+    if value is not None and value not in ("2", "3", "4"):
+        raise typer.BadParameter(f"{value!r}: SGLANG_FLASHATTENTION_VERSION takes 2, 3 or 4", param_hint="--set")
+    return value
+
+
+def valid_shell(value: Optional[str]) -> Optional[str]:
+    from fa_doctor.fixes.shell import SHELLS
+
+    if value is not None and value not in SHELLS:
+        raise typer.BadParameter(f"{value!r}: one of {', '.join(SHELLS)}", param_hint="--shell")
+    return value
+
+
+def confirm(steps: Any) -> bool:
+    """Ask on the terminal; without one, --apply needs --yes."""
+    from fa_doctor.result import CannotRun
+
+    if not sys.stdin.isatty():
+        raise CannotRun("--apply changes the environment: confirm with --yes when not run from a terminal")
+    from fa_doctor.render.escape import escape
+
+    sys.stderr.write("fa-doctor fix will run:\n")
+    for number, step in enumerate(steps, 1):
+        sys.stderr.write(f"  {number}. {escape(step.description)}\n     {escape(step.command)}\n")
+    sys.stderr.write("Apply these steps? [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    return answer in ("y", "yes")
