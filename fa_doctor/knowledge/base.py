@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fa_doctor.finding import Remedy
+from fa_doctor.smoke.classify import CAUSES
 
 CATEGORIES = (
     "abi-mismatch",
@@ -34,19 +35,7 @@ CATEGORIES = (
     "selection-override",
 )
 # The causes fa_doctor.smoke.classify names; each entry maps to one so `check` and `explain` share this table.
-SMOKE_CAUSES = (
-    "torch_abi",
-    "glibc",
-    "cuda_runtime",
-    "cute_dsl_missing",
-    "no_kernel_image",
-    "gpu_too_old",
-    "driver_too_old",
-    "no_cuda",
-    "module_missing",
-    "sgl_kernel_fa3",
-    "unknown",
-)
+SMOKE_CAUSES = CAUSES
 # Groups of variable parts an entry may ask for; extract.py fills them.
 EXTRACT_GROUPS = ("symbol", "library", "glibc", "module", "versions", "arch", "fa_impl_ver", "wheel", "backend")
 # Fields a pattern may test instead of the text (computed from the raw, case-preserved paste).
