@@ -11,7 +11,7 @@ from conftest import gather_facts, gpu_env, vary
 from fakeenv import H200, FakeEnv
 
 from fa_doctor import actions as A
-from fa_doctor.checks import remedies
+from fa_doctor.checks import remedies, unmet
 from fa_doctor.checks.gpu import torch_channel
 from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.smoke.classify import ImportProblem
@@ -121,12 +121,12 @@ def test_missing_module_is_attributed_to_the_server(fenv: FakeEnv) -> None:
     fenv.dist("sglang", "0.5.23", {"sglang/__init__.py": ""}, requires=["orjson", "flash-attn-4>=4.0.0b18"])
     facts = gather_facts(fenv)
     problem = ImportProblem("module_missing", "No module named 'orjson'", "missing", (), {"module": "orjson"})
-    head, install = remedies.for_problem(facts, "fa4-sglang", problem)
+    head, install = unmet.for_problem(facts, "fa4-sglang", problem)
     assert "orjson, a requirement of sglang 0.5.23" in head.text and "not the cause" in head.text
     (action,) = _pips((install,))
     assert action.requirements == ("orjson",) and "torch==2.14.1" in action.constraints
     cutlass = ImportProblem("module_missing", "No module named 'einops_x'", "missing", (), {"module": "einops_x"})
-    assert remedies.for_problem(facts, "fa4", cutlass) == remedies.reinstall(facts, "fa4")
+    assert unmet.for_problem(facts, "fa4", cutlass) == remedies.reinstall(facts, "fa4")
 
 
 def test_remedy_three_only_when_something_pins(fenv: FakeEnv) -> None:

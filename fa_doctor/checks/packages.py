@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from fa_doctor.actions import Action, RunCommand, move_aside
 from fa_doctor.checks import remedies
+from fa_doctor.checks.unmet import install_unmet
 from fa_doctor.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
 from fa_doctor.facts import Facts
 from fa_doctor.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of, normalize
@@ -281,7 +282,7 @@ def requirements(facts: Facts) -> list[Finding]:
                     "unmet": [{"requirement": r, "found": h} for r, h in unmet],
                 },
                 (
-                    *remedies.install_unmet(facts, dist, unmet),
+                    *install_unmet(facts, dist, unmet),
                     *(() if dist.normalized in remedies.SERVERS else _reinstall_for(facts, dist.normalized)),
                 ),
             )

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from fa_doctor.checks import node, remedies
+from fa_doctor.checks import node, unmet
 from fa_doctor.commands.options import CheckOptions
 from fa_doctor.contain import crash_finding
 from fa_doctor.derive.inventory import ImplState
@@ -74,7 +74,7 @@ def smoke_step(
 
     def reinstall(key: str, problem: object) -> tuple[Remedy, ...]:
         # A module missing for another distribution (sglang's orjson) is that distribution's remedy, not FA's.
-        return remedies.for_problem(facts, key, problem)
+        return unmet.for_problem(facts, key, problem)
 
     findings: list[Finding] = []
     rows: list[DeviceSmoke] = []
