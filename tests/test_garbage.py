@@ -85,8 +85,12 @@ def test_undecodable_bytes_and_ascii_terminal(fenv: FakeEnv, tmp_path: Path) -> 
     env_b = {k.encode(): v.encode("utf-8", "surrogateescape") for k, v in env.items()}
     env_b[b"SGLANG_FLASHATTENTION_VERSION"] = b"\xff3"
     for extra in ([], ["--json"]):
-        proc = subprocess.run([sys.executable, "-m", "fa_doctor", "check", "--no-smoke", "-v", "--python",
-                               fenv.python, *extra], env=env_b, capture_output=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "fa_doctor", "check", "--no-smoke", "-v", "--python", fenv.python, *extra],
+            env=env_b,
+            capture_output=True,
+            timeout=60,
+        )
         assert proc.returncode == 1, proc.stderr.decode(errors="replace")
         assert b"override.invalid" in proc.stdout and b"Traceback" not in proc.stderr
 
