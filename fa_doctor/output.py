@@ -132,14 +132,14 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
     payload = result.payload
     if out.format != "human" or not isinstance(payload, FixPayload):
         return deliver(result, out)
-    shown = prepare(result)
-    dry_run = any(f.id == "fix.edited" and "would change" in f.title for f in shown.findings)
+    shown = prepare(result)  # the diffs and notes carry the env files' own text: escaped like any report
+    dry_run = payload.dry_run
     notes = [f"fa-doctor: {f.title}" + (f" ({f.detail})" if f.detail and not dry_run else "") for f in shown.findings]
     try:
         if dry_run:
-            write(sys.stdout, "".join(e.diff for e in payload.edits))
+            write(sys.stdout, "".join(e.diff for e in shown.payload.edits))
         else:
-            write(sys.stdout, payload.shell_code or "")
+            write(sys.stdout, payload.shell_code or "")  # fa-doctor's own code from validated values: for eval
     except BrokenPipeError:
         _silence(sys.stdout)
         return EXIT_ERROR

@@ -94,6 +94,7 @@ class PlanStep:
 @dataclass(frozen=True)
 class FixPayload:
     mode: str  # "unset-override" | "plan" | "apply"
+    dry_run: bool = False  # unset-override with --dry-run: nothing written, diffs shown
     shell: str | None = None
     shell_code: str | None = None  # for eval, in `shell`'s syntax
     eval_hint: str | None = None

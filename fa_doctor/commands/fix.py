@@ -19,6 +19,8 @@ from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.result import FixPayload, PlanStep, Result
 
 if TYPE_CHECKING:
+    from fa_doctor.fixes.apply import ApplyResult
+    from fa_doctor.fixes.envfile import EditResult
     from fa_doctor.probes.target import TargetProbe
 
 Progress = Callable[[str], None]
@@ -53,14 +55,12 @@ def unset_override(options: OverrideOptions) -> Result:
     code = shell.override_code(which, options.set_value)
     edits = tuple(envfile.edit(p, set_value=options.set_value, dry_run=options.dry_run) for p in options.env_files)
     findings = tuple(_edit_finding(e, options.dry_run) for e in edits)
-    payload = FixPayload("unset-override", which, code, shell.eval_hint(which, options.set_value), edits)
+    hint = shell.eval_hint(which, options.set_value)
+    payload = FixPayload("unset-override", options.dry_run, which, code, hint, edits)
     return Result("fix", findings, payload)
 
 
-def _edit_finding(edit: object, dry_run: bool) -> Finding:
-    from fa_doctor.fixes.envfile import EditResult
-
-    assert isinstance(edit, EditResult)
+def _edit_finding(edit: EditResult, dry_run: bool) -> Finding:
     evidence = {"path": edit.path, "backup": edit.backup, "notes": list(edit.notes)}
     if edit.error:
         return Finding(
@@ -150,11 +150,9 @@ def run(
     return Result("fix", tuple(findings), payload, after.timings, options.check.strict)
 
 
-def _apply_findings(applied: object) -> list[Finding]:
+def _apply_findings(applied: ApplyResult) -> list[Finding]:
     from fa_doctor.actions import render
-    from fa_doctor.fixes.apply import ApplyResult
 
-    assert isinstance(applied, ApplyResult)
     out = [Finding("fix.applied", Severity.OK, s.description, s.message) for s in applied.ran]
     if applied.failed is not None:
         step = applied.failed
