@@ -8,8 +8,6 @@ versions make the remedies exact.
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,14 +42,12 @@ def _read_bounded(handle: BinaryIO) -> str:
 
 def read_input(options: ExplainOptions, stdin: BinaryIO | None = None) -> str:
     if options.file is not None:
-        try:
-            fd = os.open(options.file, os.O_RDONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            raise InputError(f"--file {options.file!r}: {exc.strerror or exc}") from None
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise InputError(f"--file {options.file!r}: not a regular file")
-            return _read_bounded(handle)
+        from fa_doctor.probes import files
+
+        got = files.read(options.file, _MAX_BYTES)  # regular files only: a FIFO is refused, never waited on
+        if got.data is None:
+            raise InputError(f"--file {options.file!r}: {got.problem}")
+        return got.data.decode("utf-8", "replace")
     if options.text is None or options.text == "-":
         source = stdin or sys.stdin.buffer
         if options.text is None and sys.stdin.isatty():

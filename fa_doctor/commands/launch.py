@@ -35,20 +35,9 @@ class Launch:
 
 def _shebang_python(path: str) -> str | None:
     """The interpreter of a console script (`#!/opt/venv/bin/python3`), read with a bounded, non-blocking open."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        import stat
+    from fa_doctor.probes import files
 
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        head = os.read(fd, _SHEBANG_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    head = files.read(path, _SHEBANG_BYTES).data or b""
     if not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
