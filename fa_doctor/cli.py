@@ -141,7 +141,7 @@ def exec_(
     planned, _ = command.plan(options)
     code, result = run_and_deliver(
         "exec",
-        lambda progress, early: command.run(options, progress, early),
+        lambda progress, early: command.run(options, progress, early, planned),
         out,
         ctx,
         python=planned.python,

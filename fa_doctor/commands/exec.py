@@ -61,14 +61,16 @@ def plan(options: ExecOptions, env: Mapping[str, str] | None = None) -> tuple[Ch
 
 
 def run(
-    options: ExecOptions, progress: Callable[[str], None] | None = None, pending: TargetProbe | None = None
+    options: ExecOptions,
+    progress: Callable[[str], None] | None = None,
+    pending: TargetProbe | None = None,
+    planned: CheckOptions | None = None,
 ) -> Result:
+    """`planned`: plan(options)'s check, when the caller made it already (it read COMMAND once). `pending` must
+    probe that check's interpreter (the CLI's delivery drops an early probe that guessed another)."""
     from fa_doctor.commands import check
 
-    check_options, _ = plan(options)
-    if pending is not None and pending.python != (check_options.python or sys.executable):
-        pending.close()  # the early probe guessed another interpreter; gather() starts the right one
-        pending = None
+    check_options = planned or plan(options)[0]
     return replace(check.run(check_options, progress, pending), command="exec")
 
 
