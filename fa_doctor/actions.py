@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any, Union
 
-OVERRIDE = "SGLANG_FLASHATTENTION_VERSION"
+from fa_doctor.probes.environment import OVERRIDE
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Words fish and PowerShell leave alone; everything else is quoted. ASCII only: `\w` would admit any letter.

@@ -8,7 +8,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from fa_doctor.actions import OVERRIDE, Action, RunCommand, SetEnv, UnsetEnv, render_all, to_dict
+from fa_doctor.actions import Action, RunCommand, SetEnv, UnsetEnv, render_all, to_dict
+from fa_doctor.probes.environment import OVERRIDE
 
 
 class Severity(str, Enum):

@@ -20,10 +20,10 @@ import stat
 import tempfile
 from dataclasses import dataclass
 
+from fa_doctor.derive.pin import VALID
 from fa_doctor.probes.environment import OVERRIDE
 
 MAX_BYTES = 1 << 20
-VALID = (2, 3, 4)
 _N = re.escape(OVERRIDE)
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 # A shell word with nothing that expands or runs: quotes without `$` or backticks inside "...", no operators.

@@ -12,10 +12,10 @@ import os
 from collections.abc import Callable, Mapping
 
 from fa_doctor.actions import SetEnv, Shell, UnsetEnv, render
+from fa_doctor.derive.pin import VALID
 from fa_doctor.probes.environment import OVERRIDE
 
 SHELLS = tuple(s.value for s in Shell)
-VALID = (2, 3, 4)
 # Names a process or $SHELL may carry, mapped to the syntax fa-doctor prints for it.
 _ALIASES = {
     "bash": "bash",
