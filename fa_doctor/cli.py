@@ -35,7 +35,6 @@ from fa_doctor.cli_options import (
     valid_set_value,
     valid_shell,
 )
-from fa_doctor.result import EXIT_ERROR
 
 app = typer.Typer(
     name="fa-doctor",
@@ -250,4 +249,4 @@ def main(argv: list[str] | None = None, early: object = None) -> None:
     sys.exit(main_guard(app, args, early))
 
 
-__all__ = ["EXIT_ERROR", "app", "main"]
+__all__ = ["app", "main"]
