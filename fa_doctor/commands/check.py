@@ -121,7 +121,7 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
     try:
         derived = derive(facts)
     except Exception as exc:  # contained like every check: the probes' facts are still reported
-        findings.append(crash_finding("inventory", exc))
+        findings.append(crash_finding("inventory", exc, others_ran=False))
     if derived is not None:
         findings += run_checks(facts, derived, options)
     findings += contained("node", lambda: node.check_node(facts, missing, visible))
