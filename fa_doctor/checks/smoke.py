@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fa_doctor.actions import PipInstall, RunCommand
+from fa_doctor.checks.remedies import version_of
 from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.smoke import SmokeResult
 from fa_doctor.smoke.classify import ImportProblem
@@ -20,7 +21,6 @@ _STDERR_LINES = 12
 _GPU_ARCH = ("nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _PY = "{py}"
-_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!_-]{0,63}\Z")
 # Causes whose remedy needs nothing but the interpreter's path ({py}), as argv.
 _SIMPLE: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
     "no_kernel_image": (
@@ -299,9 +299,10 @@ def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ..
             ),
         )
     if cause == "cute_dsl_missing":
-        ver = r.environment.get("nvidia-cutlass-dsl") or r.environment.get("nvidia-cutlass-dsl-libs-core")
+        found = r.environment.get("nvidia-cutlass-dsl") or r.environment.get("nvidia-cutlass-dsl-libs-core")
+        ver = version_of(str(found)) if found else None  # the child's text: only a real version goes into a command
         remedies = []
-        if str(ev.get("module", "")).startswith("cutlass") and ver and _VERSION.match(str(ver)) and py.startswith("/"):
+        if str(ev.get("module", "")).startswith("cutlass") and ver and py.startswith("/"):
             remedies.append(
                 Remedy(
                     "The `cutlass` Python package ships in nvidia-cutlass-dsl-libs-core: reinstall it at the version "
