@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -23,6 +24,13 @@ from fa_doctor.facts import Facts
 from fa_doctor.probes.environment import KNOBS
 from fa_doctor.probes.gpu import GpuDevice, GpuFacts
 from fa_doctor.probes.modules import by_stem, listdir
+
+# Property tests run the same examples on every machine and every run (CI must not turn red on a new random
+# draw); loaded before any test module is imported, so every @settings(...) inherits it. A random search for new
+# falsifying examples is a deliberate act: HYPOTHESIS_PROFILE=explore.
+hypothesis_settings.register_profile("deterministic", derandomize=True, database=None, deadline=None)
+hypothesis_settings.register_profile("explore", derandomize=False, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 @pytest.fixture(autouse=True)
