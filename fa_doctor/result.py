@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from fa_doctor.knowledge import Match
     from fa_doctor.probes.distributions import Distribution
     from fa_doctor.probes.gpu import GpuDevice, GpuFacts
+    from fa_doctor.probes.host import HostFacts
     from fa_doctor.probes.target import TargetFacts
     from fa_doctor.probes.torch_build import TorchBuild
     from fa_doctor.smoke import SmokeResult
@@ -63,6 +64,7 @@ class SmokeSection:
 class CheckPayload:
     """What `check` found, typed: renderers read fields, not dict keys."""
 
+    host: HostFacts | None = None  # where it ran (a fleet merge names the node by it)
     target: TargetFacts | None = None
     gpus: GpuFacts | None = None
     torch: TorchBuild | None = None
@@ -155,10 +157,19 @@ class Result:
         return inner if isinstance(inner, CheckPayload) else CheckPayload()
 
 
+def _where(command: str) -> CheckPayload | None:
+    """A check or exec that could not run still says where it ran: a fleet merge lists that node as failing."""
+    if command not in ("check", "exec"):
+        return None
+    from fa_doctor.probes.host import probe
+
+    return CheckPayload(host=probe())
+
+
 def error_result(command: str, message: str) -> Result:
-    return Result(command=command, error=message)
+    return Result(command=command, error=message, payload=_where(command))
 
 
 def interrupted_result(command: str, signum: int) -> Result:
     name = signal.Signals(signum).name
-    return Result(command=command, error=f"interrupted by {name}", signal=signum)
+    return Result(command=command, error=f"interrupted by {name}", signal=signum, payload=_where(command))

@@ -107,13 +107,15 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
     from fa_doctor.checks import node
     from fa_doctor.derive import derive
     from fa_doctor.families import family_of
+    from fa_doctor.probes.host import probe as probe_host
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
     try:
         facts = gather(options, timings, pending)
     except Deadline as exc:
-        return Result("check", (probe_failed(exc),), timings=timings, strict=options.strict)
+        where = CheckPayload(host=probe_host(options.env))
+        return Result("check", (probe_failed(exc),), where, timings=timings, strict=options.strict)
     visible = [d.index for d in facts.gpus.devices]
     facts, missing = node.restrict(facts, options.gpu_indices)
     findings: list[Finding] = []
@@ -138,6 +140,7 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
         timings["smoke"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - start
     payload = CheckPayload(
+        host=probe_host(options.env),
         target=facts.target,
         gpus=facts.gpus,
         torch=facts.torch,

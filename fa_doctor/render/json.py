@@ -63,7 +63,7 @@ def envelope(result: Result) -> dict[str, Any]:
     }
     payload = jsonable(result.payload) if result.payload is not None else {}
     if result.command in ("check", "exec") and result.payload is None:
-        payload = {k: None for k in ("target", "selection", "gpus", "torch", "smoke")} | {"packages": []}
+        payload = {k: None for k in ("host", "target", "selection", "gpus", "torch", "smoke")} | {"packages": []}
     doc.update(payload if isinstance(payload, dict) else {"payload": payload})
     doc["findings"] = jsonable(result.findings)
     doc["timings_ms"] = {k: round(v * 1000, 1) for k, v in result.timings.items() if math.isfinite(v)}
