@@ -6,14 +6,12 @@ have their metadata opened, so the cost stays flat in the number of installed di
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fa_doctor.families import is_interesting, normalize
+from fa_doctor.probes import metadata
 from fa_doctor.probes.files import read, read_text
 from fa_doctor.probes.modules import listdir
 
@@ -73,78 +71,41 @@ def _name_from_dirname(dirname: str) -> str:
     return normalize(stem.split("-", 1)[0])
 
 
-def _version_from_dirname(dirname: str) -> str:
-    parts = dirname.rsplit(".", 1)[0].split("-")
-    return parts[1] if len(parts) > 1 else "?"
-
-
 def _read(path: str, limit: int = _RECORD_BYTES) -> str | None:
     return read_text(path, limit)
 
 
-def parse_headers(text: str) -> dict[str, list[str]]:
-    """RFC 822 headers of a METADATA file, up to the first blank line (email.parser costs ~20 ms to import)."""
-    out: dict[str, list[str]] = {}
-    last: list[str] | None = None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        if line[0] in " \t" and last:
-            last[-1] += " " + line.strip()
-            continue
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        last = out.setdefault(key.strip().lower(), [])
-        last.append(value.strip())
-    return out
-
-
-def _record_files(text: str) -> tuple[str, ...]:
-    try:
-        rows = list(csv.reader(io.StringIO(text)))
-    except csv.Error:  # NUL bytes (Python 3.10) or a broken quote: fall back to plain splitting
-        rows = [line.split(",") for line in text.splitlines()]
-    return tuple(row[0] for row in rows if row and row[0])
-
-
-def _direct_url(meta_dir: str) -> tuple[str | None, str | None]:
-    raw = _read(os.path.join(meta_dir, "direct_url.json"), _SMALL_BYTES)
-    if not raw:
-        return None, None
-    try:
-        data = json.loads(raw)
-        url = str(data.get("url", "")) or None
-        editable = bool((data.get("dir_info") or {}).get("editable"))
-    except (ValueError, AttributeError):
-        return None, None
-    path = None
-    if url and url.startswith("file://"):
-        from urllib.parse import unquote  # rare: only editable installs need it
-
-        path = unquote(url[len("file://") :].split("?", 1)[0].split("#", 1)[0])
-    return url, path if editable else None
+def _metadata_text(meta_dir: str, expected: str) -> tuple[str | None, str | None]:
+    """(text, problem): the first non-empty of METADATA, PKG-INFO and the path itself (an egg-info file), the
+    order importlib.metadata tries them in; the problem names the file this kind of folder should hold."""
+    problem = f"no {expected} file"
+    for name in ("METADATA", "PKG-INFO", ""):
+        got = read(os.path.join(meta_dir, name) if name else meta_dir, _METADATA_BYTES)
+        if got.data:
+            return metadata.file_text(got.data), None
+        if name == expected and not got.missing:
+            problem = f"{expected} is {got.problem or 'empty'}"
+    return None, problem
 
 
 def _load(entry: str, meta_dir: str) -> Distribution:
     dirname = os.path.basename(os.path.dirname(meta_dir) if meta_dir.endswith("EGG-INFO") else meta_dir)
     is_dist_info = dirname.endswith(".dist-info")
-    meta_name = "METADATA" if is_dist_info else "PKG-INFO"
-    meta = read(os.path.join(meta_dir, meta_name), _METADATA_BYTES)
-    head_text = meta.text()
+    expected = "METADATA" if is_dist_info else "PKG-INFO"
+    text, problem = _metadata_text(meta_dir, expected)
     guess = _name_from_dirname(dirname)
-    if head_text is None:
-        why = f"no {meta_name} file" if meta.missing else f"{meta_name} is {meta.problem}"
-        return Distribution(guess, guess, "?", entry, meta_dir, problem=why)
-    headers = parse_headers(head_text)
-    name = (headers.get("name") or [""])[0] or guess
-    version = (headers.get("version") or [""])[0] or "?"
-    problem = None if headers.get("name") and headers.get("version") else "METADATA has no Name or Version"
-    norm = normalize(name)
-    requires = tuple(headers.get("requires-dist", ()))
-    if not is_dist_info:
-        requires_txt = _read(os.path.join(meta_dir, "requires.txt"), _SMALL_BYTES) or ""
-        requires = tuple(line.strip() for line in requires_txt.split("[", 1)[0].splitlines() if line.strip())
+    if text is None:
+        return Distribution(guess, guess, "?", entry, meta_dir, problem=problem)
+    meta = metadata.parse(text)
+    name, version = meta.get("Name"), meta.get("Version")
+    if not (name and version):
+        problem = f"{expected} has no Name or Version"
+    norm = normalize(name or guess)
+    # As importlib.metadata: Requires-Dist, else an egg-info requires.txt with its [extra:marker] sections.
+    requires = meta.get_all("Requires-Dist")
+    if not requires:
+        requires_txt = _read(os.path.join(meta_dir, "requires.txt"), _SMALL_BYTES)
+        requires = metadata.requires_txt(requires_txt) if requires_txt else []
     top_text = _read(os.path.join(meta_dir, "top_level.txt"), _SMALL_BYTES) or ""
     files: tuple[str, ...] | None = None
     if norm in _SKIP_RECORD:  # large RECORDs that own nothing in FA namespaces: not read
@@ -152,27 +113,28 @@ def _load(entry: str, meta_dir: str) -> Distribution:
     elif is_dist_info:
         record = _read(os.path.join(meta_dir, "RECORD"))
         if record:
-            files = _record_files(record)
+            files = metadata.record_paths(record)
     else:
         sources = _read(os.path.join(meta_dir, "installed-files.txt"), _RECORD_BYTES)
         if sources:
             files = tuple(
                 os.path.relpath(os.path.normpath(os.path.join(meta_dir, p)), entry) for p in sources.splitlines() if p
             )
-    url, editable = _direct_url(meta_dir)
+    direct = _read(os.path.join(meta_dir, "direct_url.json"), _SMALL_BYTES)
+    url = metadata.direct_url(direct) if direct else None
     installer = (_read(os.path.join(meta_dir, "INSTALLER"), 256) or "").strip() or None
     return Distribution(
-        name=name,
+        name=name or guess,
         normalized=norm,
-        version=version,
+        version=version or "?",
         location=entry,
         metadata_dir=meta_dir,
-        requires=requires,
+        requires=tuple(requires),
         top_level=tuple(t.strip() for t in top_text.splitlines() if t.strip()),
         files=files,
         installer=installer,
-        editable_dir=editable,
-        direct_url=url,
+        editable_dir=url.editable_dir if url else None,
+        direct_url=url.url if url else None,
         problem=problem,
     )
 
@@ -192,9 +154,10 @@ def scan_distributions(
         metas = sorted(n for n in names if n.endswith((".dist-info", ".egg-info")))
         total += len(metas)
         # One pass over all names at C speed (a site-packages can hold thousands): normalise, then index.
+        # "/" joins them: the one character (with NUL) that no file name can hold, so the split gives them back.
         stems = [n.rsplit(".", 1)[0].split("-", 1) for n in metas]
-        joined = "\n".join(s[0] for s in stems).lower().replace("_", "-").replace(".", "-")
-        normalized = [normalize(n) if "--" in n else n for n in joined.split("\n")] if metas else []
+        joined = "/".join(s[0] for s in stems).lower().replace("_", "-").replace(".", "-")
+        normalized = [normalize(n) if "--" in n else n for n in joined.split("/")] if metas else []
         for name, stem in zip(normalized, stems, strict=True):
             index.setdefault(name, stem[1].split("-", 1)[0] if len(stem) > 1 else "?")
         for name, dirname in zip(normalized, metas, strict=True):
