@@ -233,6 +233,32 @@ def fix(
     raise typer.Exit(code)
 
 
+@app.command()
+def merge(
+    ctx: typer.Context,
+    paths: list[str] = typer.Argument(..., metavar="PATH... | -", help="Report files, folders, or - (stdin)."),
+    fmt: str = FORMAT,
+    as_json: bool = JSON,
+    junit: Optional[str] = JUNIT,
+    markdown: Optional[str] = MARKDOWN,
+    summary: bool = SUMMARY,
+    verbose: bool = VERBOSE,
+    strict: bool = STRICT,
+    expect: Optional[int] = typer.Option(None, "--expect", min=1, metavar="N", help="Fewer node reports fail."),
+    no_color: bool = NO_COLOR,
+) -> None:
+    """Merge node reports (check --json files, folders, JSON Lines) into one fleet report."""
+    from fa_doctor.commands import merge as command
+    from fa_doctor.output import run_and_deliver
+
+    options = command.MergeOptions(tuple(paths), strict=strict, expect=expect)
+    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    code, _ = run_and_deliver(
+        "merge", lambda progress, early: command.run(options, progress, early), out, ctx, python=None
+    )
+    raise typer.Exit(code)
+
+
 def interrupted(args: list[str], signum: int) -> None:
     """A signal that came before the command ran: the same result and exit code as one that came during it."""
     from fa_doctor.output import emit_interrupted

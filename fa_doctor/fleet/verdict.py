@@ -1,0 +1,95 @@
+"""The fleet's own findings, which decide its exit code: 1 when any node fails (or does not answer, or fewer
+nodes reported than expected), 0 when every node passes or warns; `--strict` makes warnings, outliers and
+refused reports fail too; 2 when no node report could be read at all.
+
+Their ids (`fleet.*`) are listed in docs/fleet.md; the node findings themselves are in the payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.fleet.model import FleetPayload
+from fa_doctor.result import Result
+
+_SHOWN = 20  # node names in a finding's evidence; the payload has them all
+
+
+def _names(names: list[str]) -> list[str]:
+    return names[:_SHOWN] + ([f"... {len(names) - _SHOWN} more"] if len(names) > _SHOWN else [])
+
+
+def _top(payload: FleetPayload, severity: Severity) -> str:
+    found = [f for f in payload.findings if f.severity is severity][:3]
+    return "; ".join(f"{f.id} on {len(f.nodes)} node(s) ({f.scope})" for f in found)
+
+
+_FIX = Remedy(
+    "Fix each finding with its remedies: scope `install` means every node of its group has it (fix the image or "
+    "environment and roll it out), `node` only some (fix or drain those nodes); then check and merge again."
+)
+
+
+def findings(payload: FleetPayload) -> tuple[Finding, ...]:
+    counts: Mapping[str, int] = payload.counts
+    total = len(payload.nodes)
+    out: list[Finding] = []
+    by_status = {s: [n.name for n in payload.nodes if n.status == s] for s in ("fail", "warn")}
+    if by_status["fail"]:
+        title = f"{counts['fail']} of {total} node(s) fail"
+        out.append(
+            Finding(
+                "fleet.failing",
+                Severity.FAIL,
+                title,
+                _top(payload, Severity.FAIL),
+                {"nodes": _names(by_status["fail"])},
+                (_FIX,),
+            )
+        )
+    if by_status["warn"]:
+        title = f"{counts['warn']} of {total} node(s) warn"
+        evidence = {"nodes": _names(by_status["warn"])}
+        out.append(Finding("fleet.warning", Severity.WARN, title, _top(payload, Severity.WARN), evidence, (_FIX,)))
+    if payload.outliers:
+        names = [o.node for o in payload.outliers]
+        remedy = Remedy(
+            "Look at the node itself: its install matches its group, so the difference is its hardware, driver "
+            "state or caches. Compare its report with one of its group's."
+        )
+        title = f"{len(names)} node(s) differ from the rest of their group"
+        out.append(Finding("fleet.outlier", Severity.WARN, title, "", {"nodes": _names(names)}, (remedy,)))
+    if payload.refused:
+        remedy = Remedy(
+            "Re-run `fa-doctor check --json` on those nodes with this fa-doctor version (a truncated report: the "
+            "node stopped while writing it, or its disk is full) and merge again."
+        )
+        sources = [r.source for r in payload.refused]
+        title = f"{len(sources)} report(s) could not be merged"
+        out.append(Finding("fleet.refused", Severity.WARN, title, "", {"sources": _names(sources)}, (remedy,)))
+    if payload.unreachable:
+        remedy = Remedy(
+            "Check that the node is up and its GPUs are not all held by a running server (`ray status`), then "
+            "run again, with a longer --node-timeout if the smoke test needs it."
+        )
+        names = [u.node for u in payload.unreachable]
+        title = f"{len(names)} node(s) gave no report"
+        out.append(Finding("fleet.unreachable", Severity.FAIL, title, "", {"nodes": _names(names)}, (remedy,)))
+    if payload.expected is not None and total < payload.expected:
+        remedy = Remedy(
+            "Find the nodes whose report is missing (the job's output folder, the pods' logs) and merge again."
+        )
+        title = f"{total} node report(s) where {payload.expected} were expected"
+        out.append(Finding("fleet.missing", Severity.FAIL, title, "", {"expected": payload.expected}, (remedy,)))
+    if not out:
+        out.append(Finding("fleet.ok", Severity.OK, f"all {total} node(s) pass"))
+    return tuple(out)
+
+
+def fleet_result(command: str, payload: FleetPayload, timings: Mapping[str, float], strict: bool = False) -> Result:
+    error = None
+    if not payload.nodes:
+        refused = f" ({len(payload.refused)} refused, {len(payload.unreachable)} unreachable)"
+        error = "no node report could be read" + (refused if payload.refused or payload.unreachable else "")
+    return Result(command, findings(payload), payload, timings, strict, error)

@@ -1,0 +1,190 @@
+"""`fa-doctor merge` on generated fleets with planted divergences, driven through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from fleet_samples import KNOB_WARN, REQUIREMENT, SMOKE_FAILED, jsonl, report, write
+from typer.testing import CliRunner
+
+from fa_doctor.cli import app
+
+
+def merge(*args: str, stdin: str | None = None) -> tuple[int, dict[str, Any], str]:
+    result = CliRunner().invoke(app, ["merge", "--json", *args], input=stdin)
+    return result.exit_code, json.loads(result.stdout), result.stderr
+
+
+def healthy(n: int, prefix: str = "gpu", **kw: Any) -> dict[str, dict[str, Any]]:
+    return {f"{prefix}-{i:02d}": report(f"{prefix}-{i:02d}", **kw) for i in range(n)}
+
+
+def test_a_healthy_fleet(tmp_path: Path) -> None:
+    code, doc, _ = merge(str(write(tmp_path, healthy(6))))
+    assert code == 0 and doc["schema"] == "fa-doctor.fleet/1" and doc["status"] == "ok"
+    assert doc["nodes"] == 6 and len(doc["groups"]) == 1 and doc["groups"][0]["nodes"][0] == "gpu-00"
+    assert doc["findings"] == [] and doc["outliers"] == [] and doc["refused"] == []
+    assert [v["id"] for v in doc["verdict"]] == ["fleet.ok"]
+    assert doc["summary"] == {"ok": 6, "warn": 0, "fail": 0, "refused": 0, "unreachable": 0}
+
+
+def test_a_failing_group_is_the_install(tmp_path: Path) -> None:
+    docs = healthy(4) | healthy(3, "new", fa="4.0.0b40", findings=(REQUIREMENT,))
+    code, doc, _ = merge(str(write(tmp_path, docs)))
+    assert code == 1 and doc["status"] == "fail"
+    failing, passing = doc["groups"]  # failing groups first
+    assert failing["status"] == "fail" and failing["nodes"] == ["new-00", "new-01", "new-02"]
+    assert failing["install"]["packages"][0] == "flash-attn-4 4.0.0b40" and passing["status"] == "ok"
+    assert failing["fingerprint"] != passing["fingerprint"]
+    (finding,) = doc["findings"]
+    assert finding["id"] == "package.requirement" and finding["scope"] == "install"
+    assert finding["nodes"] == failing["nodes"] and finding["groups"] == [failing["fingerprint"]]
+    assert finding["remedies"] == [REQUIREMENT["remedies"][0]]  # once, not once per node
+    assert doc["outliers"] == []  # a whole group failing is not an outlier
+    assert [v["id"] for v in doc["verdict"]] == ["fleet.failing"]
+
+
+def test_an_outlier_node(tmp_path: Path) -> None:
+    docs = healthy(5)
+    docs["gpu-03"] = report("gpu-03", findings=(SMOKE_FAILED,), gpus=7)
+    code, doc, _ = merge(str(write(tmp_path, docs)))
+    assert code == 1 and len(doc["groups"]) == 1  # GPU count is hardware: same fingerprint
+    (outlier,) = doc["outliers"]
+    assert outlier["node"] == "gpu-03" and outlier["group"] == doc["groups"][0]["fingerprint"]
+    why = " / ".join(outlier["why"])
+    assert "fail where 4 other node(s) of its group are ok" in why
+    assert "7 GPU(s) visible where the others see 8" in why and "only here: smoke.failed (fail)" in why
+    assert doc["findings"][0]["scope"] == "node"
+    assert {v["id"] for v in doc["verdict"]} == {"fleet.failing", "fleet.outlier"}
+
+
+def test_no_outlier_without_a_majority(tmp_path: Path) -> None:
+    docs = healthy(2) | {"gpu-09": report("gpu-09", findings=(KNOB_WARN,))}
+    docs["gpu-08"] = report("gpu-08", findings=(SMOKE_FAILED,))
+    code, doc, _ = merge(str(write(tmp_path, docs)))
+    assert code == 1 and doc["outliers"] == []  # 2 of 4 alike is no majority
+
+
+def test_mixed_schema_versions(tmp_path: Path) -> None:
+    docs = healthy(3)
+    docs["future"] = report("gpu-future", schema="fa-doctor.report/2")
+    docs["old"] = report("gpu-old", host=False)  # written before reports said where they ran
+    docs["fleet"] = {"schema": "fa-doctor.fleet/1", "nodes": 3}
+    docs["explain"] = {**report("x"), "command": "explain"}
+    code, doc, _ = merge(str(write(tmp_path, docs)))
+    assert code == 0 and doc["nodes"] == 4  # refused reports warn; --strict fails
+    names = {n["node"] for n in doc["node_results"]}
+    assert str(tmp_path / "old.json") in names  # no host: named by its file
+    refused = {Path(r["source"]).stem: r["why"] for r in doc["refused"]}
+    assert set(refused) == {"future", "fleet", "explain"}
+    assert "schema fa-doctor.report/2" in refused["future"] and "reads fa-doctor.report/1" in refused["future"]
+    assert "fleet report" in refused["fleet"] and "`explain`" in refused["explain"]
+    assert doc["verdict"][0]["id"] == "fleet.refused"
+    assert merge("--strict", str(tmp_path))[0] == 1
+
+
+def test_a_truncated_file_and_a_cut_line(tmp_path: Path) -> None:
+    write(tmp_path, healthy(2))
+    whole = json.dumps(report("gpu-cut"), indent=2)
+    (tmp_path / "gpu-cut.json").write_text(whole[: len(whole) // 2])
+    lines = jsonl([report("gpu-l1"), report("gpu-l2")])
+    (tmp_path / "more.jsonl").write_text(lines[: len(lines) - 40])
+    code, doc, _ = merge(str(tmp_path))
+    assert code == 0 and doc["nodes"] == 3
+    refused = {r["source"]: r["why"] for r in doc["refused"]}
+    assert (
+        "not valid JSON" in refused[str(tmp_path / "gpu-cut.json")]
+        and "truncated?" in refused[str(tmp_path / "gpu-cut.json")]
+    )
+    assert "not valid JSON" in refused[str(tmp_path / "more.jsonl") + ":2"]
+
+
+def test_colliding_hostnames_told_apart_by_scheduler_ids(tmp_path: Path) -> None:
+    ids = ["a1" * 28, "b2" * 28, "c3" * 28]
+    docs = {f"r{i}": report("vm", ray=ray) for i, ray in enumerate(ids)}
+    docs |= {f"s{i}": report("login", slurm_node=f"gpu-{i}") for i in range(2)}
+    docs["alone"] = report("gpu-solo")
+    code, doc, _ = merge(str(write(tmp_path, docs)))
+    names = [n["node"] for n in doc["node_results"]]
+    ray = ["vm (ray:a1a1a1a1a1a1)", "vm (ray:b2b2b2b2b2b2)", "vm (ray:c3c3c3c3c3c3)"]
+    assert sorted(names) == sorted([*ray, "login (slurm:81234/gpu-0)", "login (slurm:81234/gpu-1)", "gpu-solo"])
+    assert doc["groups"][0]["nodes"] == names and code == 0
+
+
+def test_same_host_without_ids_keeps_both(tmp_path: Path) -> None:
+    code, doc, _ = merge(str(write(tmp_path, {"a": report("localhost"), "b": report("localhost")})))
+    assert code == 0 and doc["nodes"] == 2 and len({n["node"] for n in doc["node_results"]}) == 2
+    assert all(n["node"].startswith("localhost (") for n in doc["node_results"])
+
+
+def test_json_lines_on_stdin() -> None:
+    docs = [report(f"gpu-{i}") for i in range(3)] + [report("gpu-9", findings=(KNOB_WARN,))]
+    code, doc, _ = merge("-", stdin=jsonl(docs) + "not json\n")
+    assert code == 0 and doc["nodes"] == 4 and doc["summary"]["warn"] == 1
+    assert doc["refused"] == [{"source": "stdin:5", "why": doc["refused"][0]["why"]}]
+    assert [n["source"] for n in doc["node_results"]][:2] == ["stdin:1", "stdin:2"]
+
+
+def test_nothing_readable_is_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{")
+    code, doc, _ = merge(str(tmp_path / "bad.json"), str(tmp_path / "missing.json"))
+    assert code == 2 and doc["schema"] == "fa-doctor.fleet/1" and doc["error"].startswith("no node report")
+    assert {Path(r["source"]).name: r["why"] for r in doc["refused"]}["missing.json"] == "no such file"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, doc, _ = merge(str(empty))
+    assert code == 2 and "folder without" in doc["refused"][0]["why"]
+
+
+def test_a_node_whose_check_could_not_run(tmp_path: Path) -> None:
+    docs = healthy(3) | {"gpu-x": report("gpu-x", error="--python '/opt/venv/bin/python': no such file")}
+    code, doc, _ = merge(str(write(tmp_path, docs)))
+    assert code == 1 and doc["findings"][0]["id"] == "fleet.node_error"
+    (node,) = (n for n in doc["node_results"] if n["node"] == "gpu-x")
+    assert node["status"] == "fail" and "no such file" in node["error"]
+
+
+def test_hostile_documents_are_refused_not_fatal(tmp_path: Path) -> None:
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "bigint.json").write_text("1" * 5000)
+    (tmp_path / "array.json").write_text("[1, 2]")
+    bad_finding = report("gpu-b")
+    bad_finding["findings"].append({"id": "Not An Id", "severity": "fail"})
+    write(tmp_path, {"badf": bad_finding, "ok": report("gpu-ok")})
+    os.mkfifo(tmp_path / "fifo.json")  # must not block the read
+    code, doc, _ = merge(str(tmp_path))
+    assert code == 0 and doc["nodes"] == 1
+    refused = {Path(r["source"]).name: r["why"] for r in doc["refused"]}
+    assert refused["deep.json"] == "nested too deeply" and "not valid JSON" in refused["bigint.json"]
+    assert "JSON list" in refused["array.json"] and "finding 4" in refused["badf.json"]
+    assert "FIFO" in refused["fifo.json"]
+
+
+def test_expect(tmp_path: Path) -> None:
+    folder = str(write(tmp_path, healthy(3)))
+    assert merge("--expect", "3", folder)[0] == 0
+    code, doc, _ = merge("--expect", "4", folder)
+    assert code == 1 and doc["expected"] == 4 and doc["verdict"][0]["id"] == "fleet.missing"
+
+
+def test_stdin_from_a_terminal_is_misuse(monkeypatch: Any) -> None:
+    import io
+    import sys
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Tty())
+    from fa_doctor.commands import merge as command
+    from fa_doctor.result import CannotRun
+
+    try:
+        command.run(command.MergeOptions(("-",)))
+    except CannotRun as exc:
+        assert "pipe them in" in str(exc)
+    else:
+        raise AssertionError("a terminal on stdin must be refused")
