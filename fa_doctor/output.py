@@ -8,7 +8,10 @@ sends its report to stderr too: the server's stdout stays its own.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import errno
 import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -59,12 +62,32 @@ def write(stream: IO[str], text: str) -> None:
     stream.flush()
 
 
+_NOT_REGULAR = {errno.ELOOP: "it is a symbolic link (not followed)", errno.ENXIO: "it is a FIFO or socket"}
+
+
 def _write_file(path: str, text: str, append: bool = False) -> str | None:
+    """A report file (JUnit, Markdown, the step summary) is a regular file or nothing: opened without following a
+    link planted in a shared folder and without blocking on a FIFO nobody reads; a device or FIFO is refused."""
+    from fa_doctor.render.escape import escape
+
+    shown = escape(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_APPEND if append else 0)
     try:
-        with open(path, "a" if append else "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+        fd = os.open(path, flags, 0o666)
     except OSError as exc:
-        return f"cannot write {path}: {exc.strerror or exc}"
+        return f"cannot write {shown}: {_NOT_REGULAR.get(exc.errno or 0) or exc.strerror or exc}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return f"cannot write {shown}: not a regular file (a FIFO, device or socket is refused)"
+        if not append:
+            os.ftruncate(fd, 0)  # only now: O_TRUNC would have truncated before the check
+        data = memoryview(text.encode("utf-8", "backslashreplace"))
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError as exc:
+        return f"cannot write {shown}: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
     return None
 
 
@@ -126,13 +149,16 @@ def run_and_deliver(
 def deliver_fix_override(result: Result, out: Outputs) -> int:
     """`fix --unset-override`: in the human format stdout carries only shell code for `eval` (or, with
     --dry-run, the diffs), and what happened to each env file goes to stderr; other formats as usual."""
+    from fa_doctor.lines import Lines
     from fa_doctor.render.boundary import prepare
     from fa_doctor.result import FixPayload
 
     payload = result.payload
     if out.format != "human" or not isinstance(payload, FixPayload):
         return deliver(result, out)
-    shown = prepare(result)  # the diffs and notes carry the env files' own text: escaped like any report
+    # The diffs and notes carry the env files' own text: escaped like any report, a diff line by line.
+    edits = tuple(dataclasses.replace(e, diff=Lines(e.diff.split("\n"))) for e in payload.edits)
+    shown = prepare(dataclasses.replace(result, payload=dataclasses.replace(payload, edits=edits)))
     dry_run = payload.dry_run
     notes = [f"fa-doctor: {f.title}" + (f" ({f.detail})" if f.detail and not dry_run else "") for f in shown.findings]
     try:

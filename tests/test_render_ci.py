@@ -24,6 +24,7 @@ from markdown_it import MarkdownIt
 
 from fa_doctor.derive.selection import PhaseChoice, Selection
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.lines import Lines
 from fa_doctor.probes.distributions import Distribution
 from fa_doctor.probes.gpu import GpuDevice, GpuFacts
 from fa_doctor.probes.target import TargetFacts
@@ -112,7 +113,9 @@ def sample(*, strict: bool = False) -> Result:
             "package.broken",
             Severity.FAIL,
             "flash-attn 2.8.3 will not import | `flash_attn_2_cuda` is missing",
-            "The <compiled> extension ```flash_attn_2_cuda``` is missing.\nRECORD lists it; the file is gone.",
+            Lines(
+                ["The <compiled> extension ```flash_attn_2_cuda``` is missing.", "RECORD lists it; the file is gone."]
+            ),
             {"files": ("a.so", "b.py")},
             (Remedy("Reinstall it:", ("pip install --force-reinstall 'flash-attn==2.8.3'  # ```fences```",)),),
         ),

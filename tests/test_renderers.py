@@ -135,8 +135,9 @@ def test_hostile_text_is_escaped_once_for_every_format(fmt: str) -> None:
     assert "\\x1b[2K" in text or "\\\\x1b[2K" in text  # visible, and escaped once (JSON doubles the backslash)
 
 
-def test_escape_keeps_newlines_and_tabs() -> None:
-    assert escape("a\nb\tc\x00d\x9be") == "a\nb\tc\\x00d\\x9be"
+def test_escape_keeps_tabs_and_shows_line_breaks() -> None:
+    assert escape("a\nb\tc\x00d\x9be") == "a\\nb\tc\\x00d\\x9be"
+    assert escape("a\nb\tc\x00d\x9be", one_line=False) == "a\nb\tc\\x00d\\x9be"  # JSON keeps the value
 
 
 def test_boundary_does_not_mutate_the_result() -> None:

@@ -15,6 +15,7 @@ from fa_doctor.checks import remedies
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.lines import Lines
 from fa_doctor.probes.elf import ElfInfo, exported, read_elf
 from fa_doctor.probes.extensions import Extension, find_extensions, find_library, library_dirs, torch_libraries
 from fa_doctor.probes.fatbin import Arch, FatbinInfo, read_fatbin
@@ -369,7 +370,7 @@ class _Check:
             "binary.archs",
             severity,
             "What the compiled FA extensions can run on",
-            "\n".join([*(r.line(rel) for rel, r in self.served.items()), f"Judged against: {judged}", *self.skipped]),
+            Lines([*(r.line(rel) for rel, r in self.served.items()), f"Judged against: {judged}", *self.skipped]),
             {
                 "extensions": {rel: row.to_dict() for rel, row in self.served.items()},
                 "targets": [t.label for t in self.targets],

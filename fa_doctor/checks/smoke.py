@@ -13,6 +13,7 @@ from typing import Any
 from fa_doctor.actions import PipInstall, RunCommand
 from fa_doctor.checks.remedies import version_of
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.lines import Lines
 from fa_doctor.smoke import SmokeResult
 from fa_doctor.smoke.classify import ImportProblem
 
@@ -128,7 +129,7 @@ def _passed(r: SmokeResult, reinstall: Reinstall) -> Finding:
         id="smoke.passed",
         severity=Severity.OK,
         title=f"{r.key}: {len(r.cases)} FA kernel calls{where} match the fp32 reference",
-        detail="\n".join(line for line in lines if line),
+        detail=Lines(line for line in lines if line),
         evidence=_evidence(r),
     )
 
@@ -139,7 +140,7 @@ def _mismatch(r: SmokeResult, reinstall: Reinstall) -> Finding:
         id="smoke.mismatch",
         severity=Severity.FAIL,
         title=f"{r.key}: FA output differs from the fp32 reference in {len(bad)} of {len(r.cases)} cases",
-        detail="\n".join([*_case_lines(r, only_bad=True), _timings(r)]),
+        detail=Lines([*_case_lines(r, only_bad=True), _timings(r)]),
         evidence=_evidence(r, failing_cases=bad),
         remedies=(
             Remedy(
@@ -163,7 +164,7 @@ def _failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
         id="smoke.failed",
         severity=Severity.FAIL,
         title=title,
-        detail="\n".join(line for line in detail if line),
+        detail=Lines(line for line in detail if line),
         evidence=_evidence(r, **_problem_evidence(p)),
         remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
     )
@@ -177,7 +178,7 @@ def _import_failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
         id="import.failed",
         severity=Severity.FAIL,
         title=f"{r.key}: `import {r.module}` fails" + (f": {p.summary}" if p else ""),
-        detail="\n".join(line for line in detail if line),
+        detail=Lines(line for line in detail if line),
         evidence=_evidence(r, **_problem_evidence(p)),
         remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
     )
@@ -191,14 +192,16 @@ def _crashed(r: SmokeResult, reinstall: Reinstall) -> Finding:
     else:
         how = "could not be started"
     during = f" during {r.last_phase.replace('_', ' ')}" if r.last_phase else ""
-    tail = "\n".join(r.stderr_tail.strip().splitlines()[-_STDERR_LINES:])
+    tail_lines = r.stderr_tail.strip().splitlines()[-_STDERR_LINES:]
+    tail = "\n".join(tail_lines)
     py = r.python or "python"
     line = _import_line(r.module)
     return Finding(
         id="smoke.crashed",
         severity=Severity.FAIL,
         title=f"{r.key}: the smoke-test process {how}{during}",
-        detail="\n".join(x for x in (_timings(r), "last lines of stderr:\n" + tail if tail else "") if x),
+        # the child's own lines stay lines (Lines), each escaped on its own by the renderers' boundary
+        detail=Lines(x for x in (_timings(r), *(["last lines of stderr:", *tail_lines] if tail else [])) if x),
         evidence=_evidence(r, signal=r.signal, returncode=r.returncode, last_phase=r.last_phase, stderr_tail=tail),
         remedies=(
             Remedy(
@@ -241,7 +244,7 @@ def _timeout(r: SmokeResult, reinstall: Reinstall) -> Finding:
         id="smoke.timeout",
         severity=Severity.FAIL,
         title=f"{r.key}: the smoke test did not finish within {r.timeout:g} s",
-        detail="\n".join([*detail, _timings(r)]),
+        detail=Lines([*detail, _timings(r)]),
         evidence=_evidence(r, timeout=r.timeout, last_phase=r.last_phase),
         remedies=tuple(remedies),
     )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.lines import Lines
 from fa_doctor.result import CannotRun, ExplainPayload, Result
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _finding(m: Match) -> Finding:
         "explain.match",
         Severity.INFO,
         m.title,
-        m.cause + (f"\n`fa-doctor check` confirms it with: {confirm}." if confirm else ""),
+        Lines([m.cause, *([f"`fa-doctor check` confirms it with: {confirm}."] if confirm else [])]),
         {
             "id": m.id,
             "category": m.category,

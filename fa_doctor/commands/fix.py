@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from fa_doctor.commands.options import CheckOptions
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.lines import Lines
 from fa_doctor.result import FixPayload, PlanStep, Result
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ def _apply_findings(applied: ApplyResult) -> list[Finding]:
                 "fix.step_failed",
                 Severity.FAIL,
                 f"Stopped: {step.description}",
-                f"{step.message}.{unchanged}" + (f"\n{step.output}" if step.output else ""),
+                Lines([f"{step.message}.{unchanged}", *(step.output.splitlines() if step.output else ())]),
                 {"returncode": step.returncode, "not_run": [render(a) for a in applied.not_run]},
                 (Remedy("Fix the cause above, then run `fa-doctor fix --apply` again.", ()),),
             )

@@ -27,9 +27,7 @@ _EXTRA_BONUS, _MAX_BONUS = 0.02, 0.06
 
 # An OSC (title, hyperlink) ends at BEL or ST; one cut off in a paste (no terminator on its line) loses only its
 # introducer and number: it must not swallow the lines after it, where the error is.
-_ANSI = re.compile(
-    r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)|\x1b\]\d{0,4};?|\x1b"
-)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)|\x1b\]\d{0,4};?|\x1b")
 # Zero-width characters and typographic quotes NFKC keeps (str.translate is slow on non-ASCII text).
 _ODD_CHARS = (
     *((c, "") for c in "\u200b\u200c\u200d\u2060\ufeff\u00ad"),

@@ -24,6 +24,8 @@ _MODULES = {
 
 class Renderer(ABC):
     name: ClassVar[str]
+    # False only where every string is quoted (JSON): there a line break cannot start a line, and is kept.
+    one_line: ClassVar[bool] = True
 
     def __init__(self, *, verbose: bool = False, color: bool = False, width: int = 120) -> None:
         self.verbose, self.color, self.width = verbose, color, width
@@ -31,7 +33,7 @@ class Renderer(ABC):
     def render(self, result: Result) -> str:
         from fa_doctor.render.boundary import prepare
 
-        return self.format(prepare(result))
+        return self.format(prepare(result, one_line=self.one_line))
 
     @abstractmethod
     def format(self, result: Result) -> str:

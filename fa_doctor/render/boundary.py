@@ -1,5 +1,9 @@
 """Where a result enters a renderer: every string in it is escaped and scrubbed once, here, for every format.
 
+Every string is one line (`render.escape`): a line break from the target (a path, a flag, metadata) is shown
+escaped, in every format but JSON (which quotes every string). A report spans lines only where the renderer
+breaks them, or where a check said so with `fa_doctor.lines.Lines`, whose parts are escaped one by one.
+
 The result is rebuilt, not mutated: findings and payloads are frozen and may be rendered more than once (one run
 writes JSON to stdout and JUnit and Markdown files beside it).
 """
@@ -8,22 +12,27 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
 from fa_doctor.finding import Remedy
+from fa_doctor.lines import Lines
 from fa_doctor.render.escape import escape
 from fa_doctor.result import Result
 from fa_doctor.scrub import SECRET_NAME, scrub_text
 
-_Clean = Callable[[str], str]
 _MAX_DEPTH = 40
 
 
-def _for_display(text: str) -> str:
-    return escape(scrub_text(text))
+@dataclasses.dataclass(frozen=True)
+class _Clean:
+    one_line: bool
+    scrub: bool = True  # a remedy's commands are pasted into a shell: absolute paths stay ('~/...' quoted is inert)
+
+    def __call__(self, text: str) -> str:
+        return escape(scrub_text(text) if self.scrub else text, one_line=self.one_line)
 
 
 def _walk(value: Any, clean: _Clean, depth: int = 0) -> Any:
@@ -31,11 +40,12 @@ def _walk(value: Any, clean: _Clean, depth: int = 0) -> Any:
         return "<too deeply nested>"
     if isinstance(value, Enum):  # Severity is a str: keep it as it is
         return value
+    if isinstance(value, Lines):
+        return Lines(clean(part) for part in value.parts)
     if isinstance(value, str):
         return clean(value)
     if isinstance(value, Remedy):
-        # Commands are pasted into a shell: absolute paths stay (a quoted '~/...' is never expanded).
-        return _rebuild(value, escape, depth)
+        return _rebuild(value, dataclasses.replace(clean, scrub=False), depth)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _rebuild(value, clean, depth)
     if isinstance(value, Mapping):
@@ -67,7 +77,8 @@ def _rebuild(obj: Any, clean: _Clean, depth: int) -> Any:
     return fresh
 
 
-def prepare(result: Result) -> Result:
-    """The result as every renderer may show it: control characters escaped, home and secrets scrubbed."""
-    clean: Result = _rebuild(result, _for_display, 0)
+def prepare(result: Result, *, one_line: bool = True) -> Result:
+    """The result as every renderer may show it: control characters (and, unless `one_line` is False, line
+    breaks) escaped, home and secrets scrubbed."""
+    clean: Result = _rebuild(result, _Clean(one_line), 0)
     return clean

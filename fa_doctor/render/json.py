@@ -72,6 +72,7 @@ def envelope(result: Result) -> dict[str, Any]:
 
 class JsonRenderer(Renderer):
     name = "json"
+    one_line = False  # json.dumps writes a line break as \n: the values stay exact
 
     def format(self, result: Result) -> str:
         # ensure_ascii: odd bytes in paths or variables (lone surrogates) must not break the one document.
