@@ -160,10 +160,16 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
     edits = tuple(dataclasses.replace(e, diff=Lines(e.diff.split("\n"))) for e in payload.edits)
     shown = prepare(dataclasses.replace(result, payload=dataclasses.replace(payload, edits=edits)))
     dry_run = payload.dry_run
-    notes = [f"fa-doctor: {f.title}" + (f" ({f.detail})" if f.detail and not dry_run else "") for f in shown.findings]
+    # A dry run shows the diffs on stdout; a refusal's reason is still said here.
+    notes = [
+        f"fa-doctor: {f.title}" + (f" ({f.detail})" if f.detail and not (dry_run and f.id == "fix.edited") else "")
+        for f in shown.findings
+    ]
     try:
-        if dry_run:
-            write(sys.stdout, "".join(e.diff for e in shown.payload.edits))
+        if dry_run:  # every line a comment: `eval "$(fa-doctor fix --unset-override --dry-run ...)"` runs nothing
+            from fa_doctor.fixes.shell import as_comments
+
+            write(sys.stdout, as_comments("".join(e.diff for e in shown.payload.edits)))
         else:
             write(sys.stdout, payload.shell_code or "")  # fa-doctor's own code from validated values: for eval
     except BrokenPipeError:

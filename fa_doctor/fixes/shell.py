@@ -9,6 +9,7 @@ actions as every remedy (fa_doctor.actions), so it is quoted by the one function
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 
 from fa_doctor.actions import SetEnv, Shell, UnsetEnv, render
@@ -87,3 +88,16 @@ def eval_hint(shell: str, set_value: int | None = None) -> str:
     """How to run override_code's output in `shell` (for messages on stderr and the docs)."""
     args = f" --set {set_value}" if set_value is not None else ""
     return EVAL[shell if shell in EVAL else "sh"].format(args=args)
+
+
+# Anything a shell, fish or PowerShell might take for the end of a line, and other controls: shown as escapes.
+_BREAKS = re.compile("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]")
+
+
+def as_comments(text: str) -> str:
+    """`text` with every line a comment, so that `eval "$(...)"`, `| source` and `| Invoke-Expression` run
+    nothing of it (a `--dry-run` diff quotes the env file, whose lines are code)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return "".join("# " + _BREAKS.sub(lambda m: f"\\u{ord(m[0]):04x}", line) + "\n" for line in lines)
