@@ -1,0 +1,248 @@
+"""Questions about released packages, answered from the generated tables in `releases.py`.
+
+Every answer is read from the metadata of a released artifact (`releases.SOURCES` names it); nothing here
+knows a version by heart. Requirement lines are parsed with `packaging`, as pip parses them.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from fa_doctor.catalog import names, releases
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _key(text: str) -> Version:
+    """A sort key: the version, or 0 for text that is none (never in the generated tables)."""
+    from packaging.version import Version
+
+    return _version(text) or Version("0")
+
+
+def _version(text: str) -> Version | None:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def versions(name: str) -> tuple[str, ...]:
+    """Every non-yanked release of `name` on the index, oldest first (empty when the catalog does not track it)."""
+    found: tuple[str, ...] = releases.VERSIONS.get(_norm(name), ())
+    return found
+
+
+def known(name: str) -> bool:
+    return _norm(name) in releases.VERSIONS
+
+
+def exists(name: str, version: str) -> bool:
+    """Whether `name==version` (local label ignored) is a non-yanked release on the index."""
+    public = version.split("+", 1)[0]
+    want = _version(public)
+    return any(_version(v) == want for v in versions(name)) if want is not None else False
+
+
+def prerelease_only(name: str) -> bool:
+    """True when the index has releases of `name` but every non-yanked one is a pre-release (pip needs an
+    explicit version or --pre)."""
+    found = [_version(v) for v in versions(name)]
+    return bool(found) and all(v is not None and v.is_prerelease for v in found)
+
+
+def latest(name: str, *, pre: bool = False) -> str | None:
+    """The newest non-yanked release (pre-releases only when `pre`, or when there is nothing else)."""
+    found = [(v, text) for text in versions(name) if (v := _version(text)) is not None]
+    finals = [item for item in found if not item[0].is_prerelease]
+    pool = found if pre or not finals else finals
+    return max(pool)[1] if pool else None
+
+
+def _requirements(name: str, version: str) -> list[Requirement]:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    out = []
+    for line in releases.REQUIRES.get(_norm(name), {}).get(version, ()):
+        try:
+            out.append(Requirement(line))
+        except InvalidRequirement:
+            continue
+    return out
+
+
+def _unconditional(req: Requirement, extras: tuple[str, ...] = ()) -> bool:
+    """A requirement that applies on a Linux x86-64 CPython install with these extras (the servers' platform)."""
+    if req.marker is None:
+        return True
+    env = {"sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64", "extra": ""}
+    return any(req.marker.evaluate({**env, "extra": e}) for e in ("", *extras))
+
+
+def requirement_on(name: str, version: str, dep: str, extras: tuple[str, ...] = ()) -> str | None:
+    """`name==version`'s requirement on `dep` (`dep[extras]<specifier>`), markers applied for Linux x86-64."""
+    want = _norm(dep)
+    for req in _requirements(name, version):
+        if _norm(req.name) == want and _unconditional(req, extras):
+            extra = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+            return f"{want}{extra}{req.specifier}"
+    return None
+
+
+def pin(name: str, version: str, dep: str) -> str | None:
+    """The exact version `name==version` pins `dep` to (`==X`), or None."""
+    spec = requirement_on(name, version, dep)
+    m = re.search(r"==([^,;\s]+)", spec or "")
+    return m.group(1) if m and "*" not in m.group(1) else None
+
+
+def releases_pinning(name: str, dep: str, dep_version: str) -> tuple[str, ...]:
+    """Releases of `name` that pin `dep` to `dep_version` (public part compared), newest first."""
+    want = _version(dep_version.split("+", 1)[0])
+    hits = [v for v in versions(name) if (p := pin(name, v, dep)) and _version(p.split("+", 1)[0]) == want]
+    return tuple(sorted(hits, key=_key, reverse=True))
+
+
+def releases_admitting(name: str, dep: str, dep_version: str) -> tuple[str, ...]:
+    """Releases of `name` whose requirement on `dep` admits `dep_version` (or that do not require it), newest
+    first; only releases whose requirements the catalog read."""
+    have = _version(dep_version.split("+", 1)[0])
+    if have is None:
+        return ()
+    from packaging.specifiers import SpecifierSet
+
+    out = []
+    for v in versions(name):
+        if v not in releases.REQUIRES.get(_norm(name), {}):
+            continue
+        spec = requirement_on(name, v, dep)
+        rest = re.sub(r"^[A-Za-z0-9._-]+(\[[^\]]*\])?", "", spec or "")
+        if SpecifierSet(rest).contains(have, prereleases=True):
+            out.append(v)
+    return tuple(sorted(out, key=_key, reverse=True))
+
+
+# ---- torch and CUDA ------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=64)
+def pypi_torch_cuda(torch_version: str) -> int | None:
+    """The CUDA major of PyPI's default torch build of this release (from its nvidia-cuda-runtime pin)."""
+    for line in releases.REQUIRES.get(names.TORCH, {}).get(torch_version.split("+", 1)[0], ()):
+        m = re.match(r"\s*nvidia-cuda-runtime-cu(\d+)\b", line)
+        if m:
+            return int(m.group(1))
+        m = re.match(r"\s*(?:nvidia-cuda-runtime|cuda-toolkit)\s*(?:\[[^\]]*\])?\s*\(?\s*==\s*(\d+)\.", line)
+        if m:
+            return int(m.group(1))  # 2.11 and later declare cuda-toolkit[...]==13.0.x
+    return None
+
+
+def sgl_kernel_cuda(version: str) -> int | None:
+    """The CUDA major PyPI's sglang-kernel/sgl-kernel `version` wheel is built for: the CUDA of PyPI's build of
+    the torch it pins exactly, or (0.4.0-0.4.6.post1 pin no torch) of the torch the sglang releases that pin
+    this kernel pin."""
+    public = version.split("+", 1)[0]
+    for name in names.SGL_KERNELS:
+        torch = pin(name, public, names.TORCH)
+        if torch:
+            return pypi_torch_cuda(torch)
+    for name in names.SGL_KERNELS:
+        for server in releases_pinning(names.SGLANG, name, public):
+            torch = pin(names.SGLANG, server, names.TORCH)
+            if torch:
+                return pypi_torch_cuda(torch)
+    return None
+
+
+def torch_channels(torch_mm: tuple[int, int]) -> tuple[str, ...]:
+    """download.pytorch.org's CUDA channels for a torch release (`cu126`, ...), oldest CUDA first."""
+    return releases.TORCH_CHANNELS.get(f"{torch_mm[0]}.{torch_mm[1]}", ())
+
+
+# ---- the CuTe DSL (FA4's runtime) ----------------------------------------------------------------------------
+
+
+def dsl_closure(version: str, cuda_major: int | None) -> tuple[str, ...]:
+    """The DSL split packages that `nvidia-cutlass-dsl==version` brings in on Linux x86-64, with the `[cu13]`
+    extra for a CUDA 13 torch: read from the released metadata, each checked to exist at that version."""
+    extras = ("cu13",) if cuda_major == 13 else ()
+    seen: list[str] = []
+    todo = [(names.CUTLASS_DSL, extras)]
+    while todo:
+        name, ex = todo.pop(0)
+        for req in _requirements(name, version):
+            dep = _norm(req.name)
+            if dep.startswith(names.CUTLASS_DSL) and dep not in seen and _unconditional(req, ex):
+                if "qnx" in dep or not exists(dep, version):
+                    continue
+                seen.append(dep)
+                todo.append((dep, ()))
+    order = {n: i for i, n in enumerate(names.DSL_PARTS)}
+    return tuple(sorted(seen, key=lambda n: order.get(n, len(order))))
+
+
+def fa4_install_spec(cuda_major: int | None) -> str:
+    """A requirement for flash-attn-4 that pip resolves: it has only pre-releases, so name the newest one."""
+    newest = latest(names.FLASH_ATTN_4, pre=True)
+    extra = "[cu13]" if cuda_major == 13 else ""
+    return f"{names.FLASH_ATTN_4}{extra}=={newest}" if newest else f"{names.FLASH_ATTN_4}{extra}"
+
+
+# ---- FA2 release wheels --------------------------------------------------------------------------------------
+
+
+def fa2_wheel(
+    release: str, torch_mm: tuple[int, int], cuda_major: int, cxx11abi: bool, python: tuple[int, int], platform: str
+) -> str | None:
+    """The URL of flash-attn's GitHub release wheel for this build, when the release matrix has one."""
+    matrix = releases.FA2_WHEELS.get(release)
+    if not matrix:
+        return None
+    torch = f"{torch_mm[0]}.{torch_mm[1]}"
+    py = f"{python[0]}.{python[1]}"
+    abi = "TRUE" if cxx11abi else "FALSE"
+    build = {"python-version": py, "torch-version": torch, "cuda-version": str(cuda_major)}
+
+    def matches(rule: str) -> bool:  # `python-version=3.13 torch-version=2.4`: every pair must hold
+        pairs = [p.partition("=") for p in rule.split()]
+        return all(build.get(k) == v or (k == "cuda-version" and v.split(".")[0] == build[k]) for k, _, v in pairs)
+
+    if (
+        any(matches(rule) for rule in matrix.get("exclude", ()))
+        or torch not in matrix.get("torch", ())
+        or str(cuda_major) not in {c.split(".")[0] for c in matrix.get("cuda", ())}
+        or py not in matrix.get("python", ())
+        or abi not in matrix.get("cxx11abi", ())
+        or platform not in matrix.get("platform", ())
+    ):
+        return None
+    tag = f"cp{python[0]}{python[1]}"
+    wheel = f"flash_attn-{release}+cu{cuda_major}torch{torch}cxx11abi{abi}-{tag}-{tag}-{platform}.whl"
+    url: str = releases.FA2_WHEEL_URL.format(tag_name=f"v{release}", wheel_name=wheel, wheel_filename=wheel)
+    return url
+
+
+def fa2_has_matrix(release: str) -> bool:
+    return release in releases.FA2_WHEELS
+
+
+def fa2_release() -> str | None:
+    """The newest flash-attn release with a known wheel matrix."""
+    known_ = [v for v in releases.FA2_WHEELS if _version(v) is not None]
+    return max(known_, key=_key) if known_ else None
+
+
+# The oldest CUDA whose torch builds carry code for a GPU generation: torch >= 2.7's cu126 wheels stop at
+# sm_90 (`torch.cuda.get_arch_list()`), its cu128 and later wheels add sm_100 and sm_120.
+MIN_CUDA_FOR_MAJOR = {10: (12, 8), 11: (12, 8), 12: (12, 8)}

@@ -1,0 +1,103 @@
+"""The ways an FA version gets into a process: import names, distributions, supported compute capabilities.
+
+Sources: the released wheels' RECORDs (which modules and compiled files each ships), flash-attention's
+hopper/setup.py and flash_attn/cute (4.0.0b36 ships flash_fwd_sm90/sm100/sm120.py), sglang 0.5.23's
+`flashattention_backend.py` / `server_args.py` gates, vllm's `fa_utils.py` (docs/families.md cites each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fa_doctor.catalog import names
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One way of getting an FA version into a process."""
+
+    key: str  # stable id used in findings and JSON: fa2, fa3-sgl, fa3, fa4, fa4-sglang, vllm-fa
+    version: int  # FA major version it implements (2, 3 or 4)
+    label: str
+    distributions: tuple[str, ...]  # normalised names, preferred first
+    module: str  # what a server imports
+    native: tuple[str, ...] = ()  # compiled modules that must exist beside it (dotted)
+    majors: frozenset[int] = frozenset()  # compute-capability majors it can run on
+    capabilities: frozenset[tuple[int, int]] = frozenset()  # exact (major, minor) when narrower
+    min_torch_cuda: tuple[int, int] | None = None
+    note: str = ""
+
+    def supports(self, capability: tuple[int, int]) -> bool:
+        if self.capabilities:
+            return capability in self.capabilities
+        return capability[0] in self.majors
+
+    @property
+    def capability_text(self) -> str:
+        if self.capabilities:
+            return ", ".join(f"{a}.{b}" for a, b in sorted(self.capabilities))
+        return ", ".join(f"{m}.x" for m in sorted(self.majors))
+
+
+FA2 = Implementation(
+    key="fa2",
+    version=2,
+    label=f"FA2 ({names.FLASH_ATTN})",
+    distributions=(names.FLASH_ATTN,),
+    module="flash_attn",
+    native=("flash_attn_2_cuda",),
+    majors=frozenset({8, 9, 10, 11, 12}),
+    note="release wheels carry sm_80/sm_90 (+sm_100/sm_120 when built with CUDA >= 12.8), no PTX",
+)
+FA3_SGL = Implementation(
+    key="fa3-sgl",
+    version=3,
+    label=f"FA3 (sgl_kernel.flash_attn from {names.SGLANG_KERNEL})",
+    distributions=names.SGL_KERNELS,
+    module="sgl_kernel.flash_attn",
+    native=("sgl_kernel.flash_ops",),
+    # flash_ops ships cubins sm_80, sm_86, sm_90a only; SGLang's own gate is major in {8, 9}.
+    majors=frozenset({8, 9}),
+    min_torch_cuda=(12, 3),
+)
+FA3 = Implementation(
+    key="fa3",
+    version=3,
+    label=f"FA3 (flash_attn_interface from {names.FLASH_ATTN_3})",
+    distributions=(names.FLASH_ATTN_3, names.FLASHATTN_HOPPER),
+    module="flash_attn_interface",
+    majors=frozenset({8, 9}),
+    note="hopper/ build: sm_80 and sm_90a cubins, no sm_100/sm_120, no PTX",
+)
+FA4 = Implementation(
+    key="fa4",
+    version=4,
+    label=f"FA4 (flash_attn.cute from {names.FLASH_ATTN_4})",
+    distributions=(names.FLASH_ATTN_4, *names.FA4_ALIASES),
+    module="flash_attn.cute",
+    # 4.0.0b36 ships flash_fwd_sm90.py, flash_fwd_sm100.py and flash_fwd_sm120.py (sm_12x too).
+    majors=frozenset({8, 9, 10, 11, 12}),
+    note="JIT-compiled by the CuTe DSL on first call",
+)
+FA4_SGLANG = Implementation(
+    key="fa4-sglang",
+    version=4,
+    label="FA4 (SGLang's vendored copy)",
+    distributions=(names.SGLANG,),
+    module="sglang.kernels.ops.attention.flash_attn.cute",
+    majors=frozenset({8, 9, 10, 11, 12}),
+    note="sm_12x goes through flash_attention_v4_sm120",
+)
+VLLM_FA = Implementation(
+    key="vllm-fa",
+    version=2,
+    label="vLLM's bundled vllm_flash_attn",
+    distributions=(names.VLLM, names.VLLM_FLASH_ATTN),
+    module="vllm.vllm_flash_attn",
+    majors=frozenset({8, 9, 10, 11, 12}),
+)
+
+IMPLEMENTATIONS: tuple[Implementation, ...] = (FA2, FA3_SGL, FA3, FA4, FA4_SGLANG, VLLM_FA)
+BY_KEY = {impl.key: impl for impl in IMPLEMENTATIONS}
+# The compute capabilities each FA major version supports, as a user reads them (explain's texts use this).
+SUPPORTED_TEXT = {2: "8.0 and newer", 3: "8.0 and 9.0", 4: "9.0-12.x (sm_90, sm_100/sm_103/sm_110, sm_120/sm_121)"}
