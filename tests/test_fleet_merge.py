@@ -188,3 +188,42 @@ def test_stdin_from_a_terminal_is_misuse(monkeypatch: Any) -> None:
         assert "pipe them in" in str(exc)
     else:
         raise AssertionError("a terminal on stdin must be refused")
+
+
+def test_many_reports_on_every_core_merge_as_on_one(tmp_path: Path, monkeypatch: Any) -> None:
+    """The worker pool (hundreds of files; a JSON Lines stream in slices) gives the report one process gives."""
+    from fa_doctor.commands import merge as command
+    from fa_doctor.fleet import load
+    from fa_doctor.render.fleet.json import document
+
+    docs = healthy(220) | {f"bad-{i}": report(f"bad-{i}", findings=(SMOKE_FAILED,)) for i in range(3)}
+    folder = write(tmp_path / "many", docs)
+    (folder / "cut.json").write_text("{")
+    stream = tmp_path / "all.jsonl"
+    stream.write_text(jsonl(list(docs.values())) + '{"cut')
+    monkeypatch.setattr(load, "_SLICE", 64 << 10)  # slices of a few reports each
+    monkeypatch.setattr(load, "PARALLEL_UNITS", 5)
+    quiet = load._quiet
+
+    def started() -> None:  # each worker leaves a mark: the pool did run
+        (tmp_path / f"worker-{os.getpid()}").touch()
+        quiet()
+
+    monkeypatch.setattr(load, "_quiet", started)
+
+    def merged(path: str, jobs: int) -> dict[str, Any]:
+        if path == "-":
+            monkeypatch.setattr("sys.stdin", open(stream, encoding="utf-8"))  # noqa: SIM115
+        doc = document(command.run(command.MergeOptions((path,), jobs=jobs)))
+        doc.pop("timings_ms")
+        return doc
+
+    for path in (str(folder), "-"):
+        one = merged(path, 1)
+        assert not list(tmp_path.glob("worker-*"))
+        many = merged(path, 2)
+        assert len(list(tmp_path.glob("worker-*"))) == 2
+        for mark in tmp_path.glob("worker-*"):
+            mark.unlink()
+        assert one == many and one["nodes"] == 223 and len(one["outliers"]) == 3 and len(one["refused"]) == 1
+    assert merged("-", 2)["refused"][0]["source"] == f"stdin:{len(docs) + 1}"

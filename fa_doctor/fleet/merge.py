@@ -33,6 +33,7 @@ NODE_ERROR = "fleet.node_error"  # a node whose fa-doctor could not check it: it
 OUTLIER_MIN_GROUP = 3  # with two nodes that differ, neither is the odd one
 _REMEDIES_KEPT = 6
 _RANK = {"ok": 0, "warn": 1, "fail": 2}
+_STATUS = {"ok": Severity.OK, "warn": Severity.WARN, "fail": Severity.FAIL}
 _ERROR_REMEDY = Remedy("Run `fa-doctor check` on the node by hand: its error says what stopped it (the node's line).")
 
 
@@ -72,7 +73,7 @@ class Merger:
         self._nodes: list[_Node] = []
         self._findings: dict[str, _Agg] = {}
 
-    def add(self, item: Document | Refused) -> None:
+    def add(self, item: Document | NodeReport | Refused) -> None:
         judged = judge(item.source, item.doc) if isinstance(item, Document) else item
         if isinstance(judged, Refused):
             self.refused.append(judged)
@@ -127,10 +128,11 @@ class Merger:
         prints = {install: fingerprint(install) for install in members}
         groups = [_group(prints[i], i, nodes) for i, nodes in members.items()]
         groups.sort(key=lambda g: (-_RANK[g.status], -len(g.nodes), g.fingerprint))
+        index = {g.fingerprint: number for number, g in enumerate(groups)}
         outliers = [o for i, nodes in members.items() for o in _outliers(prints[i], nodes)]
         return FleetPayload(
             nodes=tuple(
-                NodeResult(n.name, prints[n.install], n.status, n.findings, n.source, n.error, n.gpus)
+                NodeResult(n.name, index[prints[n.install]], _STATUS[n.status], n.findings, n.source, n.error, n.gpus)
                 for n in self._nodes
             ),
             groups=tuple(groups),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -19,6 +20,8 @@ from fa_doctor.probes import files
 SOURCE_LIMIT = 512 << 20  # one file or stdin
 REPORT_LIMIT = 16 << 20  # one report: a real one is 5-50 KB
 EXTENSIONS = (".json", ".jsonl")
+_CHUNK = 1 << 20
+_BLANK = re.compile(rb"\s*")
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ class Document:
     doc: Any  # the parsed JSON value, not yet judged
 
 
-def _parse(data: bytes) -> tuple[Any, str | None]:
+def _parse(data: bytes | bytearray) -> tuple[Any, str | None]:
     try:
         return json.loads(data), None
     except RecursionError:
@@ -40,7 +43,7 @@ def _parse(data: bytes) -> tuple[Any, str | None]:
         return None, f"not valid JSON ({exc})"
 
 
-def split(source: str, data: bytes, cut: bool) -> Iterator[Document | Refused]:
+def split(source: str, data: bytes | bytearray, cut: bool) -> Iterator[Document | Refused]:
     """One document, or JSON Lines. `cut`: the source was longer than the read limit (its tail is missing)."""
     if not data.strip():
         yield Refused(source, "empty")
@@ -52,20 +55,25 @@ def split(source: str, data: bytes, cut: bool) -> Iterator[Document | Refused]:
             return
     else:
         problem = f"longer than {REPORT_LIMIT >> 20} MiB"
-    start = len(data) - len(data.lstrip())
-    end = data.find(b"\n", start)
-    first = data[start : end if end >= 0 else len(data)]
-    if len(first) > REPORT_LIMIT or _parse(first)[1] is not None:  # not JSON Lines either: one bad document
+    if not jsonl_start(data):  # not JSON Lines either: one bad document
         if cut:
             problem = f"longer than the {SOURCE_LIMIT >> 20} MiB read limit"
         yield Refused(source, problem or "not valid JSON")
         return
-    yield from _lines(source, data, cut)
+    yield from lines(source, data, cut)
 
 
-def _lines(source: str, data: bytes, cut: bool) -> Iterator[Document | Refused]:
-    """Line by line, without splitting the whole buffer at once (a 500 MB stream is not copied twice)."""
-    number, start, size = 0, 0, len(data)
+def jsonl_start(data: bytes | bytearray) -> bool:
+    """Whether a buffer too long for one report reads as JSON Lines: its first line is a whole document."""
+    start = _BLANK.match(data).end()  # type: ignore[union-attr]  # matches always (also nothing)
+    end = data.find(b"\n", start)
+    first = data[start : end if end >= 0 else len(data)]
+    return len(first) <= REPORT_LIMIT and _parse(first)[1] is None
+
+
+def lines(source: str, data: bytes | bytearray, cut: bool, first: int = 1) -> Iterator[Document | Refused]:
+    """Line by line (numbered from `first`), without splitting the whole buffer at once."""
+    number, start, size = first - 1, 0, len(data)
     while start < size:
         end = data.find(b"\n", start)
         end = size if end < 0 else end
@@ -84,47 +92,78 @@ def _lines(source: str, data: bytes, cut: bool) -> Iterator[Document | Refused]:
             yield Document(where, doc) if problem is None else Refused(where, problem)
 
 
-def read_file(path: str) -> Iterator[Document | Refused]:
-    got = files.read(path, SOURCE_LIMIT)
+def read_file(path: str, size: int | None = None) -> Iterator[Document | Refused]:
+    """`size` (from stat): read exactly that much; a file that grew meanwhile is read again up to the limit.
+    (Asking for the whole limit at once makes the reader allocate it: 512 MiB per file.)"""
+    limit = SOURCE_LIMIT if size is None else min(SOURCE_LIMIT, size)
+    got = files.read(path, limit)
+    if got.truncated and limit < SOURCE_LIMIT:
+        got = files.read(path, SOURCE_LIMIT)
     if got.data is None:
         yield Refused(path, got.problem or "unreadable")
         return
     yield from split(path, got.data, got.truncated)
 
 
-def read_stream(stream: BinaryIO, label: str = "stdin") -> Iterator[Document | Refused]:
+def read_stream(stream: BinaryIO) -> tuple[bytearray, bool] | str:
+    """All of a stream up to the limit (in chunks: one read of the whole limit would allocate it), and whether
+    it went on past it; or what went wrong."""
+    data = bytearray()
     try:
-        data = stream.read(SOURCE_LIMIT + 1)
+        while len(data) <= SOURCE_LIMIT:
+            chunk = stream.read(min(_CHUNK, SOURCE_LIMIT + 1 - len(data)))
+            if not chunk:
+                break
+            data += chunk
     except OSError as exc:
-        yield Refused(label, f"unreadable: {exc.strerror or type(exc).__name__}")
-        return
-    yield from split(label, data[:SOURCE_LIMIT], len(data) > SOURCE_LIMIT)
+        return f"unreadable: {exc.strerror or type(exc).__name__}"
+    cut = len(data) > SOURCE_LIMIT
+    del data[SOURCE_LIMIT:]
+    return data, cut
 
 
-def _folder(path: str) -> list[str] | None:
+_Member = tuple[str, "int | None", "tuple[int, int] | None"]
+
+
+def _members(path: str) -> list[_Member]:
+    """(path, size, (device, inode)) of each file to read: a folder's report files, or the path itself."""
     try:
         with os.scandir(path) as entries:
-            return sorted(e.path for e in entries if e.name.endswith(EXTENSIONS) and not e.name.startswith("."))
+            device = os.stat(path).st_dev
+            found = [e for e in entries if e.name.endswith(EXTENSIONS) and not e.name.startswith(".")]
+            out: list[_Member] = []
+            for e in sorted(found, key=lambda e: e.name):
+                try:
+                    info = e.stat()
+                    out.append((e.path, info.st_size, (info.st_dev, info.st_ino)))
+                except OSError:  # vanished, or a dangling link: read() names the problem
+                    out.append((e.path, None, (device, e.inode())))
+            return out
     except (NotADirectoryError, FileNotFoundError):
-        return None
+        pass
     except OSError:
         return []
+    try:
+        info = os.stat(path)
+        return [(path, info.st_size, (info.st_dev, info.st_ino))]
+    except (OSError, ValueError):
+        return [(path, None, None)]
 
 
-def read_all(paths: Sequence[str], stdin: BinaryIO | None) -> Iterator[Document | Refused]:
-    """Every document of every source, in the order given; a file named twice (also through a folder) once."""
-    seen: set[str] = set()
+def members(paths: Sequence[str]) -> Iterator[tuple[str, int | None] | Refused | None]:
+    """Each file to read as (path, size), in the order given, a file named twice (also through a folder) once;
+    None where `-` (stdin) stands; a Refused entry for a folder with nothing to read."""
+    seen: set[tuple[int, int]] = set()
     for path in paths:
         if path == "-":
-            if stdin is not None:
-                yield from read_stream(stdin)
+            yield None
             continue
-        members = _folder(path)
-        if members is not None and not members:
+        found = _members(path)
+        if not found:
             yield Refused(path, "a folder without *.json or *.jsonl files (or unreadable)")
-        for member in members if members is not None else [path]:
-            key = os.path.realpath(member)
-            if key in seen:
-                continue
-            seen.add(key)
-            yield from read_file(member)
+        for member, size, key in found:
+            if key is not None:
+                if key in seen:
+                    continue
+                seen.add(key)
+            yield member, size

@@ -35,7 +35,7 @@ def findings(payload: FleetPayload) -> tuple[Finding, ...]:
     counts: Mapping[str, int] = payload.counts
     total = len(payload.nodes)
     out: list[Finding] = []
-    by_status = {s: [n.name for n in payload.nodes if n.status == s] for s in ("fail", "warn")}
+    by_status = {s: [n.name for n in payload.nodes if n.status.value == s] for s in ("fail", "warn")}
     if by_status["fail"]:
         title = f"{counts['fail']} of {total} node(s) fail"
         out.append(

@@ -20,6 +20,10 @@ _MODULES = {
     "junit": ("fa_doctor.render.junit", "JunitRenderer"),
     "markdown": ("fa_doctor.render.markdown", "MarkdownRenderer"),
 }
+# A payload with renderers of its own, one per format: its class name -> (module, class) of each format.
+PAYLOAD_MODULES = {
+    "FleetPayload": {fmt: (f"fa_doctor.render.fleet.{fmt}", f"Fleet{fmt.capitalize()}Renderer") for fmt in FORMATS},
+}
 
 
 class Renderer(ABC):
@@ -33,7 +37,15 @@ class Renderer(ABC):
     def render(self, result: Result) -> str:
         from fa_doctor.render.boundary import prepare
 
-        return self.format(prepare(result, one_line=self.one_line))
+        return self._for(result).format(prepare(result, one_line=self.one_line))
+
+    def _for(self, result: Result) -> Renderer:
+        """The renderer of this format that the result's payload brings, if it brings its own (the fleet report)."""
+        own = PAYLOAD_MODULES.get(type(result.payload).__name__, {}).get(self.name)
+        if own is None:
+            return self
+        cls: type[Renderer] = getattr(importlib.import_module(own[0]), own[1])
+        return self if isinstance(self, cls) else cls(verbose=self.verbose, color=self.color, width=self.width)
 
     @abstractmethod
     def format(self, result: Result) -> str:

@@ -47,8 +47,8 @@ class FleetHumanRenderer(HumanRenderer):
             rows = [
                 {
                     "node": n.name,
-                    "group": n.group,
-                    "status": n.status,
+                    "group": payload.groups[n.group].fingerprint,
+                    "status": n.status.value,
                     "GPUs": n.gpus,
                     "findings": ", ".join(fid for fid, _ in n.findings) or n.error,
                     "source": n.source,

@@ -62,8 +62,8 @@ def document(result: Result) -> dict[str, Any]:
         "node_results": [
             {
                 "node": n.name,
-                "group": n.group,
-                "status": n.status,
+                "group": p.groups[n.group].fingerprint,
+                "status": n.status.value,
                 "findings": [fid for fid, _ in n.findings],
                 "gpus": n.gpus,
                 "error": n.error,

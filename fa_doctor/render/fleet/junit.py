@@ -43,14 +43,16 @@ class FleetJunitRenderer(Renderer):
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         strict = result.strict
         for n in payload.nodes:
-            case = _sub(suite, "testcase", classname=f"fa-doctor.fleet.{n.group}", name=n.name, time="0.000")
+            group = payload.groups[n.group].fingerprint
+            case = _sub(suite, "testcase", classname=f"fa-doctor.fleet.{group}", name=n.name, time="0.000")
             counts["tests"] += 1
             listed = "\n".join(f"{sev.value}: {fid}" for fid, sev in n.findings)
             body = "\n".join(p for p in (n.error and f"error: {n.error}", listed, f"source: {n.source}") if p)
-            if n.status == "fail" or (strict and n.status == "warn"):
+            status = n.status.value
+            if status == "fail" or (strict and status == "warn"):
                 counts["failures"] += 1
                 ids = ", ".join(fid for fid, _ in n.findings) or "its report failed"
-                _sub(case, "failure", body, message=f"{n.status}: {ids}", type=f"fleet.node.{n.status}")
+                _sub(case, "failure", body, message=f"{status}: {ids}", type=f"fleet.node.{status}")
             _sub(case, "system-out", body + "\n")
         for where, why, kind in [(u.node, u.why, "fleet.unreachable") for u in payload.unreachable] + [
             (r.source, r.why, "fleet.refused") for r in payload.refused
