@@ -18,6 +18,7 @@ _NOT_ASSIGN = set("eqnSL")
 _LONG_NOT_ASSIGN = {"--erase", "--query", "--names", "--show", "--long"}
 _OPEN = {"begin", "if", "while", "for", "function", "switch"}
 _STOP = " \t\n;&|<>)"
+_SET_IN_TEXT = re.compile(rf"\bset\b[^\n;]*[ \t]{N}\b")  # `set -gx NAME 3` quoted inside another word
 _CONTINUE = ("&&", "||", "|", "and", "or", "not", "!")
 
 
@@ -171,7 +172,7 @@ def plan(text: str, value: str | None) -> Plan:
         ours = _set_of_ours(text, cmd)
         if ours is None:
             for w in cmd.words:
-                if m := MENTION.search(w.text):
+                if m := MENTION.search(w.text) or _SET_IN_TEXT.search(w.text):
                     raise Unsafe(line_of(text, w.start + m.start()), f"sets {N} in a form fa-doctor does not rewrite")
             continue
         name, values = ours

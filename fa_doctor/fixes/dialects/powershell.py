@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from fa_doctor.fixes.dialects.base import Change, Command, N, Plan, Unsafe, Word, drop_statement, line_of, quoted_like
 
-_VAL = r"""'(?:[^'\n]|'')*'|"[^"`$\n]*"|[A-Za-z0-9_.+-]+"""
+# A literal: quoted text without expansion, or a number (a bare word would run a command: `= Get-Pin`).
+_VAL = r"""'(?:[^'\n]|'')*'|"[^"`$\n]*"|[0-9]+(?:\.[0-9]+)?"""
 _ENV = rf"(?:\$(?i:env):{N}|\$\{{(?i:env):{N}\}})"
 _ASSIGN = re.compile(rf"{_ENV}[ \t]*=[ \t]*(?P<val>{_VAL})")
 _CMDLET = re.compile(r"(?i:set-item|new-item|set-content|si|ni|sc)(?P<args>(?:[ \t]+\S+)+)")
@@ -191,7 +192,7 @@ def plan(text: str, value: str | None) -> Plan:
             val = (s.start + m.start("val"), s.start + m.end("val"), m["val"])
         elif (c := _CMDLET.fullmatch(body)) and (got := _cmdlet_value(c["args"], s.start + c.start("args"))):
             val = got
-        elif ASSIGNS.search("".join(flat)):
+        elif ASSIGNS.search(re.sub(r"`\r?\n", " ", "".join(flat))):  # a backtick continues the line
             raise Unsafe(line, f"sets {N} in a form fa-doctor does not rewrite safely")
         if val is None:
             continue
