@@ -176,6 +176,9 @@ def plan(text: str, value: str | None) -> Plan:
                     raise Unsafe(line_of(text, w.start + m.start()), f"sets {N} in a form fa-doctor does not rewrite")
             continue
         name, values = ours
+        opts = [w.text for w in cmd.words[1:name]]
+        if any(o == "--universal" or (o[1:2] != "-" and "U" in o) for o in opts):
+            out.notes.append(f"A fish universal variable outlives config.fish: also run `set -eU {N}` once.")
         if value is not None:
             if values:
                 out.changes.append(Change(values[0].start, values[-1].end, _quoted_like(values[0].text, value)))
@@ -185,7 +188,5 @@ def plan(text: str, value: str | None) -> Plan:
         after = [c for c in commands[k + 1 :] if c.start >= cmd.end]
         deletable = not (after and after[0].prev in ("and", "or"))  # `and` tests the status of what came before
         out.changes.append(drop_statement(text, cmd, "true", deletable))
-        opts = [w.text for w in cmd.words[1:name]]
-        if any(o == "--universal" or (o[1:2] != "-" and "U" in o) for o in opts):
-            out.notes.append(f"A fish universal variable outlives config.fish: also run `set -eU {N}` once.")
+
     return out
