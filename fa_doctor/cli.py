@@ -6,6 +6,7 @@ right stream (and the CI files), and its exit code is the process's.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Optional
 
@@ -13,6 +14,8 @@ import typer
 
 from fa_doctor import __version__
 from fa_doctor.cli_options import (
+    ATTENTION,
+    DECODE,
     FORMAT,
     GPU_ARCH,
     GPUS,
@@ -22,6 +25,7 @@ from fa_doctor.cli_options import (
     NO_CACHE,
     NO_COLOR,
     NO_SMOKE,
+    PREFILL,
     PYTHON,
     SMOKE_ALL,
     STRICT,
@@ -76,11 +80,9 @@ def check(
     require_gpu: bool = typer.Option(False, "--require-gpu", help="No GPU (or a skipped smoke test) fails."),
     timeout: float = TIMEOUT,
     no_cache: bool = NO_CACHE,
-    attention: Optional[str] = typer.Option(
-        None, "--attention-backend", metavar="NAME", help="As given to SGLang (fa3, fa4, flashinfer, ...)."
-    ),
-    prefill: Optional[str] = typer.Option(None, "--prefill-attention-backend", metavar="NAME"),
-    decode: Optional[str] = typer.Option(None, "--decode-attention-backend", metavar="NAME"),
+    attention: Optional[str] = ATTENTION,
+    prefill: Optional[str] = PREFILL,
+    decode: Optional[str] = DECODE,
     gpus: Optional[str] = GPUS,
     gpu_arch: Optional[str] = GPU_ARCH,
     no_color: bool = NO_COLOR,
@@ -129,6 +131,9 @@ def exec_(
     from fa_doctor.commands import exec as command
     from fa_doctor.output import run_and_deliver
 
+    if not command_args[0]:
+        raise typer.BadParameter("COMMAND is empty: give the server command after --", param_hint="COMMAND")
+
     options = command.ExecOptions(
         check_options(require_gpu=False, **locals()),
         tuple(command_args),
@@ -137,16 +142,16 @@ def exec_(
         unset_override=unset_override,
     )
     out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
-    planned, _ = command.plan(options)
+    planned = command.plan(options)
     code, result = run_and_deliver(
         "exec",
         lambda progress, early: command.run(options, progress, early, planned),
         out,
         ctx,
-        python=planned.python,
+        python=planned[0].python,
         stream=sys.stderr,
     )
-    if not command.may_start(result, options):
+    if not command.may_start(result, options, code):
         raise typer.Exit(code)
     raise typer.Exit(command.become(options.command, command.server_env(options)))
 
@@ -193,7 +198,14 @@ def fix(
     apply: bool = typer.Option(False, "--apply", help="Run the repairs in the target interpreter, then re-check."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask before --apply (for CI)."),
     only: list[str] = typer.Option([], "--only", metavar="FINDING_ID", help="Repair only these findings."),
+    allow_torch_change: bool = typer.Option(
+        False, "--allow-torch-change", help="Also run repairs that replace torch (never taken otherwise)."
+    ),
     python: Optional[str] = PYTHON,
+    attention: Optional[str] = ATTENTION,
+    prefill: Optional[str] = PREFILL,
+    decode: Optional[str] = DECODE,
+    gpu_arch: Optional[str] = GPU_ARCH,
     fmt: str = FORMAT,
     as_json: bool = JSON,
     verbose: bool = VERBOSE,
@@ -223,9 +235,12 @@ def fix(
         timeout=timeout,
         no_cache=False,
         gpus=None,
-        gpu_arch=None,
+        gpu_arch=gpu_arch,
+        attention=attention,
+        prefill=prefill,
+        decode=decode,
     )
-    options = command.FixOptions(planned, apply=apply, only=tuple(only))
+    options = command.FixOptions(planned, apply=apply, only=tuple(only), allow_torch_change=allow_torch_change)
     confirm_with = None if yes else confirm
     code, _ = run_and_deliver(
         "fix", lambda progress, early: command.run(options, progress, early, confirm_with), out, ctx, python=python
@@ -255,6 +270,61 @@ def merge(
     out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
     code, _ = run_and_deliver(
         "merge", lambda progress, early: command.run(options, progress, early), out, ctx, python=None
+    )
+    raise typer.Exit(code)
+
+
+def _engine(value: str) -> str:
+    from fa_doctor.commands.fleet import ENGINES
+
+    if value not in ENGINES:
+        raise typer.BadParameter(f"{value!r}: one of {', '.join(ENGINES)}")
+    return value
+
+
+def _deadline(value: float) -> float:
+    if not math.isfinite(value) or value < 1:
+        raise typer.BadParameter(f"{value}: needs a finite number of seconds, at least 1")
+    return value
+
+
+@app.command()
+def fleet(
+    ctx: typer.Context,
+    engine: str = typer.Argument(..., metavar="ENGINE", callback=_engine, help="ray: every alive Ray node."),
+    address: Optional[str] = typer.Option(None, "--address", metavar="ADDRESS", help="Ray cluster (default: auto)."),
+    deadline: float = typer.Option(
+        600.0, "--node-timeout", metavar="SECONDS", callback=_deadline, help="Seconds a node may take."
+    ),
+    python: Optional[str] = PYTHON,
+    fmt: str = FORMAT,
+    as_json: bool = JSON,
+    junit: Optional[str] = JUNIT,
+    markdown: Optional[str] = MARKDOWN,
+    summary: bool = SUMMARY,
+    verbose: bool = VERBOSE,
+    strict: bool = STRICT,
+    no_smoke: bool = NO_SMOKE,
+    smoke_all: bool = SMOKE_ALL,
+    require_gpu: bool = typer.Option(False, "--require-gpu", help="No GPU (or a skipped smoke test) fails."),
+    timeout: float = TIMEOUT,
+    no_cache: bool = NO_CACHE,
+    attention: Optional[str] = ATTENTION,
+    prefill: Optional[str] = PREFILL,
+    decode: Optional[str] = DECODE,
+    gpus: Optional[str] = GPUS,
+    gpu_arch: Optional[str] = GPU_ARCH,
+    no_color: bool = NO_COLOR,
+) -> None:
+    """Run check on every node of a cluster (ENGINE: ray) and merge the reports into one fleet report."""
+    from fa_doctor.commands import fleet as command
+    from fa_doctor.output import run_and_deliver
+
+    argv = command.check_argv(**locals())
+    options = command.FleetOptions(engine, address, deadline, argv, strict=strict)
+    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    code, _ = run_and_deliver(
+        "fleet", lambda progress, early: command.run(options, progress, early), out, ctx, python=None
     )
     raise typer.Exit(code)
 

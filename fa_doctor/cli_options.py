@@ -86,6 +86,11 @@ GPU_ARCH = typer.Option(
     None, "--gpu-arch", metavar="LIST", callback=_gpu_arch, help="Judge compiled FA extensions for these GPUs."
 )
 NO_COLOR = typer.Option(False, "--no-color", help="No colours (NO_COLOR is honoured too).")
+ATTENTION = typer.Option(
+    None, "--attention-backend", metavar="NAME", help="As given to SGLang (fa3, fa4, flashinfer, ...)."
+)
+PREFILL = typer.Option(None, "--prefill-attention-backend", metavar="NAME")
+DECODE = typer.Option(None, "--decode-attention-backend", metavar="NAME")
 
 
 def outputs(fmt: str, as_json: bool, verbose: bool, no_color: bool, **files: Any) -> Any:

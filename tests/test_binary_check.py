@@ -21,6 +21,7 @@ from fa_doctor.checks.binary import check_binaries, parse_gpu_arch
 from fa_doctor.derive.inventory import assess_all
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Severity
+from fa_doctor.plan.planner import plan
 from fa_doctor.probes.extensions import PATTERNS
 
 PY = f"{sys.version_info[0]}{sys.version_info[1]}"
@@ -77,7 +78,8 @@ def fa2(
 
 
 def run(facts: Facts, gpu_arch: tuple[str, ...] | None = None) -> list[Finding]:
-    return check_binaries(facts, assess_all(facts), gpu_arch)
+    """The check, then the planner (which writes the installs the check asked for), as `check` runs them."""
+    return plan(check_binaries(facts, assess_all(facts), gpu_arch), facts)
 
 
 def by_id(findings: list[Finding], fid: str) -> list[Finding]:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fakeenv import FakeEnv
 
 ABI = "ImportError: /x/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"
@@ -66,3 +67,32 @@ def test_python_makes_advice_exact(cli: Any, fenv: FakeEnv) -> None:
     run = cli("explain", ABI, "--json", "--python", fenv.python)
     assert run.code == 0 and run.doc["target"]["executable"] == fenv.python
     assert fenv.python in json.dumps(run.doc["matches"][0]["remedies"])
+
+
+# Pastes whose entries used to print `pip install --force-reinstall vllm`, `pip install sglang-kernel` or a bare
+# `flash-attn-4`: unpinned installs that move torch (a resolver dry run: torch 2.13 -> 2.14).
+INSTALL_PASTES = {
+    "missing.vllm-extensions": "ModuleNotFoundError: No module named 'vllm._C'",
+    "missing.sgl-kernel": "ModuleNotFoundError: No module named 'sgl_kernel'",
+    "fa4.dsl-missing": "ModuleNotFoundError: No module named 'cutlass'",
+}
+
+
+@pytest.mark.parametrize("paste", sorted(INSTALL_PASTES.values()))
+def test_explain_without_python_prints_no_install(cli: Any, paste: str) -> None:
+    """No --python: no torch to hold, so no pip install at all; the check that would plan one instead."""
+    run = cli("explain", paste, "--json")
+    actions = [a for f in run.doc["findings"] for r in f["remedies"] for a in r["actions"]]
+    assert not [a for a in actions if a["kind"] == "pip-install"]
+    assert any((a.get("argv") or [])[:3] == ["fa-doctor", "check", "--python"] for a in actions)
+
+
+def test_explain_with_python_plans_as_check_does(cli: Any, fenv: FakeEnv) -> None:
+    """With --python: the same planner as check, so every install holds the target's torch."""
+    fenv.torch("2.13.0+cu126", "12.6")
+    run = cli("explain", INSTALL_PASTES["missing.sgl-kernel"], "--json", "--python", fenv.python)
+    installs = [
+        a for f in run.doc["findings"] for r in f["remedies"] for a in r["actions"] if a["kind"] == "pip-install"
+    ]
+    assert installs and all("torch==2.13.0" in a["constraints"] for a in installs)
+    assert all(any("==" in r for r in a["requirements"]) for a in installs)  # never a bare name

@@ -41,7 +41,7 @@ def test_confirm_with_names_documented_findings() -> None:
 def test_remedy_commands_are_single_lines() -> None:
     for e in load():
         for r in e.remedies:
-            assert r.text.strip() and all("\n" not in c for c in r.commands), e.id
+            assert r.text.strip() and all("\n" not in c for c in r.lines()), e.id
 
 
 def test_docs_errors_md_is_generated_from_the_json() -> None:

@@ -176,7 +176,7 @@ def test_hostile_values_stay_data() -> None:
     text = "ValueError: Invalid version: self.fa_impl_ver=$(rm -rf ~)"
     m = explain(text)[0]
     assert m.extracted["fa_impl_ver"] == "$(rm"  # cut at whitespace, and only ever shown, never run
-    assert all("rm -rf" not in c for r in m.remedies for c in r.commands)
+    assert all("rm -rf" not in c for r in m.remedies for c in r.lines())
 
 
 # ---------------------------------------------------------------------------------------------- the Match type
@@ -225,10 +225,10 @@ def _facts(torch: str = "2.9.0+cu128", abi: bool = True, libc: str = "glibc 2.31
 def test_facts_make_remedies_exact() -> None:
     generic = explain(ABI)[0].remedies
     exact = explain(ABI, facts=_facts())[0].remedies
-    assert any("python -m pip" in c or "python -c" in c for r in generic for c in r.commands)
+    assert any("python -m pip" in c or "python -c" in c for r in generic for c in r.lines())
     assert "torch 2.9.0+cu128" in exact[0].text and "cxx11abiTRUE" in exact[0].text
-    assert all("{python}" not in c for r in exact for c in r.commands)
-    assert any("/srv/venv/bin/python" in c for r in exact for c in r.commands)
+    assert all("{python}" not in c for r in exact for c in r.lines())
+    assert any("/srv/venv/bin/python" in c for r in exact for c in r.lines())
     glibc = "libc.so.6: version `GLIBC_2.32' not found (required by x.so)"
     assert "glibc 2.31" in explain(glibc, facts=_facts())[0].remedies[0].text
     arch = "RuntimeError: FlashAttention only supports Ampere GPUs or newer."

@@ -201,7 +201,7 @@ def test_every_remedy_is_an_action_and_every_value_is_shown_escaped() -> None:
     for f in found:
         assert "\n" not in f.title + f.detail, f
         assert f.remedies and all(r.actions for r in f.remedies)
-        assert all("PWNED" not in c for r in f.remedies for c in r.commands)
+        assert all("PWNED" not in c for r in f.remedies for c in r.lines())
 
 
 # ---- end to end, through the real CLI against a fake environment ------------------------------------------------

@@ -75,7 +75,7 @@ def test_compare_smoke_flags_one_bad_gpu() -> None:
     findings = compare_smoke("fa4", [(dev(0), "passed"), (dev(1), "crashed"), (dev(2), "passed")])
     (finding,) = findings
     assert finding.id == "smoke.inconsistent" and finding.severity.value == "fail"
-    assert "GPU 1" in finding.detail and "export CUDA_VISIBLE_DEVICES=0,2" in finding.remedies[0].commands
+    assert "GPU 1" in finding.detail and "export CUDA_VISIBLE_DEVICES=0,2" in finding.remedies[0].lines()
     assert compare_smoke("fa4", [(dev(0), "passed"), (dev(1), "passed")]) == []
     assert compare_smoke("fa4", [(dev(0), "timeout")]) == []
 

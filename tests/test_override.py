@@ -14,6 +14,7 @@ from fa_doctor.derive.inventory import assess_all
 from fa_doctor.derive.pin import parse_override
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Severity
+from fa_doctor.plan.planner import plan
 from fa_doctor.probes.environment import OVERRIDE
 
 HOPPER, BLACKWELL = (9, 0), (10, 0)
@@ -70,7 +71,8 @@ def run(facts: Facts, value: str | None, **changes: object) -> tuple:
     f = dataclasses.replace(facts, env=env, **changes)  # type: ignore[arg-type]
     findings, pinned = check_override(f, assess_all(f))
     assert len(findings) == 1
-    return findings[0], pinned
+    (planned,) = plan(findings, f)  # the planner writes the installs the check asked for
+    return planned, pinned
 
 
 def test_shown_escapes_and_bounds() -> None:
@@ -237,6 +239,7 @@ def test_pinned_fa_that_will_not_import_gets_a_reinstall(broken_fa4: Facts) -> N
             "nvidia-cutlass-dsl",
             "nvidia-cutlass-dsl-libs-base",
             "nvidia-cutlass-dsl-libs-core",
+            "nvidia-cutlass-dsl-libs-cu12",  # DSL 4.8.1 requires it whatever the CUDA ([cu13] adds libs-cu13)
             "nvidia-cutlass-dsl-libs-cu13",
         ],
     ]

@@ -12,8 +12,11 @@ from fakeenv import H200, FakeEnv
 
 from fa_doctor import actions as A
 from fa_doctor.checks import remedies, unmet
-from fa_doctor.checks.gpu import torch_channel
+from fa_doctor.derive.requires import requires
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.plan import recipes
+from fa_doctor.plan.planner import expand
+from fa_doctor.plan.torch import torch_channel
 from fa_doctor.smoke.classify import ImportProblem
 
 
@@ -28,7 +31,8 @@ def _pips(rs: tuple[Remedy, ...]) -> list[A.PipInstall]:
         ((2, 7), "12.8", "cu128", False),
         ((2, 8), "13.0", "cu129", False),
         ((2, 9), "13.0", "cu130", False),
-        ((2, 10), "12.9", "cu128", False),
+        ((2, 10), "12.9", "cu129", False),  # 2.9, 2.10 and 2.13 have cu129 too (the catalog's channel table)
+        ((2, 13), "12.9", "cu129", False),
         ((2, 12), "12.8", "cu126", False),  # 2.12 dropped cu128
         ((2, 14), "13.2", "cu132", False),
         ((2, 11), None, "cu126", True),  # nvidia-smi alone: the driver's CUDA version is unknown
@@ -51,8 +55,9 @@ def test_package_none_says_install_not_reinstall(cli: Any, fenv: FakeEnv, tmp_pa
     fenv.torch("2.11.0+cu130")
     run = cli("check", "--no-smoke", "--json", "--python", fenv.python, env=gpu_env(tmp_path, H200))
     (remedy,) = run.finding("package.none")["remedies"]
-    assert remedy["text"].startswith("(2) Install flash-attn-4[cu13]") and "einstall" not in remedy["text"]
-    assert remedy["fix"] == "fa-doctor fix --apply --only package.none"
+    assert remedy["text"].startswith("(2) Install flash-attn-4[cu13]==4.0.0b") and "einstall" not in remedy["text"]
+    # The hint acts on the environment it was computed for, not on fa-doctor's own (issue 14).
+    assert remedy["fix"] == f"fa-doctor fix --apply --python {fenv.python} --only package.none"
     (action,) = remedy["actions"]
     assert action["kind"] == "pip-install" and action["constraints"] == ["torch==2.11.0"]
     assert "--force-reinstall" not in action["options"]
@@ -62,14 +67,14 @@ def test_fa2_release_wheel_next_to_the_source_build(fenv: FakeEnv) -> None:
     fenv.torch("2.8.0+cu128", "12.8")
     fenv.fa2(native=False, with_cute=False)
     facts = gather_facts(fenv)
-    wheel, build = remedies.reinstall(facts, "fa2")
+    wheel, build = recipes.reinstall(facts, "fa2")
     (url,) = _pips((wheel,))[0].requirements
     abi = "TRUE" if facts.torch and facts.torch.cxx11_abi else "FALSE"
     assert url.endswith(f"flash_attn-2.8.3+cu12torch2.8cxx11abi{abi}-cp311-cp311-linux_x86_64.whl")
     assert _pips((wheel,))[0].options == ("--force-reinstall", "--no-deps")
     tools, source = _pips((build,))
     assert "ninja" in tools.requirements and tools.constraints == ("torch==2.8.0",)
-    assert source.options == ("--force-reinstall", "--no-deps", "--no-build-isolation")
+    assert source.options == ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
     assert source.env == (("MAX_JOBS", "4"),) and "hours" in build.text and "nvcc" in build.text
 
 
@@ -77,7 +82,7 @@ def test_fa2_without_a_release_wheel_only_builds_and_puts_fa4_back(fenv: FakeEnv
     fenv.torch("2.11.0+cu130", "13.0")
     fenv.fa2(native=False)
     fenv.fa4()
-    (build,) = remedies.reinstall(gather_facts(fenv), "fa2")
+    (build,) = recipes.reinstall(gather_facts(fenv), "fa2")
     assert _pips((build,))[-1].requirements == ("flash-attn-4==4.0.0b36",)
     assert "2.8.3.post2" in build.text
 
@@ -88,7 +93,7 @@ def test_sglang_kernel_pin_is_the_one_being_installed(fenv: FakeEnv) -> None:
     fenv.torch("2.11.0+cu130", "13.0")
     fenv.sgl_kernel(version="0.4.9", torch_pin="2.11.0")
     fenv.dist("sglang", "0.5.23", {"sglang/__init__.py": ""}, requires=["sglang-kernel==0.4.10", "torch==2.14.1"])
-    (remedy,) = remedies.reinstall(gather_facts(fenv), "fa3-sgl")
+    (remedy,) = recipes.reinstall(gather_facts(fenv), "fa3-sgl")
     assert "torch 2.14.1 exactly" in remedy.text and "torch 2.11.0" in remedy.text
     assert not _pips((remedy,))
 
@@ -96,10 +101,11 @@ def test_sglang_kernel_pin_is_the_one_being_installed(fenv: FakeEnv) -> None:
 def test_sglang_kernel_never_installed_is_a_new_install(fenv: FakeEnv) -> None:
     fenv.torch("2.14.1+cu130", "13.0")
     fenv.dist("sglang", "0.5.23", {"sglang/__init__.py": ""}, requires=["sglang-kernel==0.4.10", "torch==2.14.1"])
-    (remedy,) = remedies.reinstall(gather_facts(fenv), "fa3-sgl")
+    (remedy,) = recipes.reinstall(gather_facts(fenv), "fa3-sgl")
     (action,) = _pips((remedy,))
     assert (
-        remedy.text.startswith("(2) Install sglang-kernel") and "sglang requires sglang-kernel==0.4.10" in remedy.text
+        remedy.text.startswith("(2) Install sglang-kernel")
+        and "sglang 0.5.23 requires sglang-kernel==0.4.10" in remedy.text
     )
     assert action.requirements == ("sglang-kernel==0.4.10",) and "--force-reinstall" not in action.options
     assert "torch==2.14.1" in action.constraints
@@ -109,9 +115,9 @@ def test_planted_requirement_is_refused(fenv: FakeEnv) -> None:
     fenv.torch("2.14.1+cu130", "13.0")
     fenv.dist("sglang", "0.5.23", {"sglang/__init__.py": ""}, requires=["sglang-kernel==0.4.10$(touch PWNED)"])
     facts = gather_facts(fenv)
-    assert remedies.requires(facts, facts.scan.first("sglang"), "sglang-kernel") is None  # type: ignore[arg-type]
-    (remedy,) = remedies.reinstall(facts, "fa3-sgl")
-    assert all("PWNED" not in c for c in remedy.commands)
+    assert requires(facts, facts.scan.first("sglang"), "sglang-kernel") is None  # type: ignore[arg-type]
+    (remedy,) = recipes.reinstall(facts, "fa3-sgl")
+    assert all("PWNED" not in c for c in remedy.lines())
 
 
 def test_missing_module_is_attributed_to_the_server(fenv: FakeEnv) -> None:
@@ -121,12 +127,14 @@ def test_missing_module_is_attributed_to_the_server(fenv: FakeEnv) -> None:
     fenv.dist("sglang", "0.5.23", {"sglang/__init__.py": ""}, requires=["orjson", "flash-attn-4>=4.0.0b18"])
     facts = gather_facts(fenv)
     problem = ImportProblem("module_missing", "No module named 'orjson'", "missing", (), {"module": "orjson"})
-    head, install = unmet.for_problem(facts, "fa4-sglang", problem)
+    head, intent = unmet.for_problem(facts, "fa4-sglang", problem)
+    (install,) = expand(intent, facts)
     assert "orjson, a requirement of sglang 0.5.23" in head.text and "not the cause" in head.text
     (action,) = _pips((install,))
     assert action.requirements == ("orjson",) and "torch==2.14.1" in action.constraints
     cutlass = ImportProblem("module_missing", "No module named 'einops_x'", "missing", (), {"module": "einops_x"})
     assert unmet.for_problem(facts, "fa4", cutlass) == remedies.reinstall(facts, "fa4")
+    assert expand(remedies.reinstall(facts, "fa4")[0], facts) == recipes.reinstall(facts, "fa4")
 
 
 def test_remedy_three_only_when_something_pins(fenv: FakeEnv) -> None:
@@ -134,19 +142,19 @@ def test_remedy_three_only_when_something_pins(fenv: FakeEnv) -> None:
     facts = gather_facts(fenv)
     assert not remedies.pinned(facts)
     assert remedies.pinned(vary(facts, env={"SGLANG_FLASHATTENTION_VERSION": "3"}))
-    assert remedies.auto_detect(facts).commands == ("fa-doctor check",)
+    assert remedies.auto_detect(facts).lines() == ("fa-doctor check",)
 
 
 def test_fix_commands(fenv: FakeEnv) -> None:
     unset = remedies.unset_override(3)
-    assert unset.commands == ("unset SGLANG_FLASHATTENTION_VERSION", "export SGLANG_FLASHATTENTION_VERSION=3")
+    assert unset.lines() == ("unset SGLANG_FLASHATTENTION_VERSION", "export SGLANG_FLASHATTENTION_VERSION=3")
     assert unset.fix_command("override.invalid") == 'eval "$(fa-doctor fix --unset-override)"'
     assert remedies.auto_detect().fix_command("x") == 'eval "$(fa-doctor fix --unset-override)"'
     assert Remedy("text only").fix_command("x") is None
     d = Finding("a.b", Severity.FAIL, "t", remedies=(unset,)).to_dict()["remedies"][0]
     assert d["actions"][0] == {"kind": "unset-env", "name": "SGLANG_FLASHATTENTION_VERSION"}
     assert d["fix"].startswith("eval")
-    assert dataclasses.replace(unset).commands == unset.commands  # no doubled lines
+    assert dataclasses.replace(unset).lines() == unset.lines()  # no doubled lines
 
 
 def test_stray_module_is_moved_not_deleted(cli: Any, fenv: FakeEnv, tmp_path: Path, monkeypatch: Any) -> None:

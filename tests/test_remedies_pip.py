@@ -16,23 +16,17 @@ from typing import Any
 import pytest
 import wheelhouse
 from conftest import gather_facts, gpu_env
-from fakeenv import H200, FakeEnv
-from packaging.specifiers import SpecifierSet
+from fakeenv import FIXTURES, H200, FakeEnv
+from packaging.requirements import Requirement
 
 from fa_doctor import actions as A
-from fa_doctor.checks import remedies
+from fa_doctor.catalog import urls
+from fa_doctor.derive.requires import requirement, server
 from fa_doctor.families import normalize
+from fa_doctor.plan import recipes
 
-# sglang 0.5.23's own requirements on the FA stack (its METADATA), plus one plain dependency it lacks here.
-SGLANG_PINS = (
-    "sglang-kernel==0.4.10",
-    "flash-attn-4>=4.0.0b18",
-    "torch==2.14.1",
-    "nvidia-cutlass-dsl[cu13]==4.8.0",
-    "quack-kernels==0.6.5",
-    "apache-tvm-ffi==0.1.11",
-    "orjson",
-)
+# sglang 0.5.23's real METADATA (139 requirements: sglang-kernel==0.4.10, torch==2.14.1, flash-attn-4>=4.0.0b18, ...).
+SGLANG_METADATA = (FIXTURES / "sglang-0.5.23.dist-info" / "METADATA").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="session")
@@ -110,6 +104,8 @@ def dry_run(action: A.PipInstall, fenv: FakeEnv, wheels: Path, tmp_path: Path) -
 
 
 def pip_actions(findings: list[dict[str, Any]]) -> list[tuple[str, A.PipInstall]]:
+    """(finding id, action) for every pip install printed; the id ends in `!torch` for a remedy that says it
+    replaces torch (the alternative fix --apply takes only with --allow-torch-change)."""
     out = []
     for finding in findings:
         for remedy in finding["remedies"]:
@@ -122,7 +118,7 @@ def pip_actions(findings: list[dict[str, Any]]) -> list[tuple[str, A.PipInstall]
                         tuple(d["constraints"]),
                         tuple(d["env"].items()),
                     )
-                    out.append((finding["id"], action))
+                    out.append((finding["id"] + ("!torch" if remedy["replaces_torch"] else ""), action))
     return out
 
 
@@ -153,14 +149,26 @@ def prove(cli: Any, fenv: FakeEnv, wheels: Path, tmp_path: Path, *args: str) -> 
 
 def _hold_to_rules(fid: str, action: A.PipInstall, installs: dict[str, str], facts: Any) -> None:
     line = A.render(action)
-    if fid.startswith("torch."):
-        assert set(installs) - {"typing-extensions", "filelock"} == {"torch"}, line
+    if fid.endswith("!torch"):
+        # It says it replaces torch: torch goes to the version named, and nothing installed moves but what is named.
+        (want,) = [r.split("==", 1)[1] for r in action.requirements if normalize(r.split("==", 1)[0]) == "torch"]
+        assert installs["torch"] == want, line
+        named = {normalize(re.split(r"[\[=<>!~]", r, maxsplit=1)[0]) for r in action.requirements}
+        moved = {n for n, v in installs.items() if facts.scan.index.get(n) not in (None, v) and n not in named}
+        assert not moved, f"{fid} moves {moved}: {line}"
         return
     assert "torch" not in installs, f"{fid} would install torch {installs.get('torch')}: {line}"
     named = {normalize(re.split(r"[\[=<>!~]", r, maxsplit=1)[0]) for r in action.requirements}
+    srv = server(facts)
+    if srv is not None and srv.normalized in named:
+        # Alternative (a): another release of the server, the one built for the installed torch. Its own pins
+        # replace the old ones; torch stays, and the release named is the one installed.
+        (spec,) = [r for r in action.requirements if normalize(r.split("==", 1)[0]) == srv.normalized]
+        assert installs.get(srv.normalized) == spec.split("==", 1)[1], line
+        return
     if "--no-deps" in action.options:
         assert set(installs) == named, line  # nothing but what is named
-    own_pins = fid == "package.requirement" and remedies.server(facts) is not None
+    own_pins = fid == "package.requirement" and server(facts) is not None
     for name, version in installs.items():
         have = facts.scan.index.get(name)
         if have is not None and not (
@@ -169,19 +177,25 @@ def _hold_to_rules(fid: str, action: A.PipInstall, installs: dict[str, str], fac
             # (the repaired package itself may change build, e.g. a CUDA 12 `+cu129` for a CUDA 13 one)
             same = version == have or (name in named and version.split("+")[0] == have.split("+")[0])
             assert "--force-reinstall" in action.options and same, f"{name} {have} -> {version}: {line}"
-    server = remedies.server(facts)
-    if server is not None:
-        for text in server.requires:
-            spec = remedies.requirement(text)
+    if srv is not None:
+        for text in srv.requires:
+            spec = requirement(text)
             if spec and "==" in spec:
-                name = normalize(re.split(r"[\[=]", spec, maxsplit=1)[0])
+                req = Requirement(spec)
+                name = normalize(req.name)
                 if name in installs and (facts.scan.index.get(name) is None or own_pins):
                     # Not installed yet: the server's own pin decides the version.
-                    assert SpecifierSet(spec.split("]")[-1].removeprefix(name)).contains(installs[name]), line
+                    assert req.specifier.contains(installs[name], prereleases=True), line
 
 
-def _sglang(fenv: FakeEnv, requires: tuple[str, ...] = SGLANG_PINS) -> None:
-    fenv.dist("sglang", "0.5.23", {"sglang/__init__.py": ""}, top_level=["sglang"], requires=requires)
+def _sglang(fenv: FakeEnv, version: str = "0.5.23") -> None:
+    """sglang installed with `--no-deps` from its real wheel METADATA (the corpus holds every release read)."""
+    if version == "0.5.23":
+        text = SGLANG_METADATA
+    else:
+        (path,) = (wheelhouse.CORPUS / "sglang").glob(f"sglang-{version}-*.whl.metadata")
+        text = path.read_text(encoding="utf-8")
+    fenv.dist("sglang", version, {"sglang/__init__.py": ""}, top_level=["sglang"], metadata=text)
 
 
 def test_fa4_broken_next_to_sglang_reinstalls_the_same_versions(cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path):
@@ -211,16 +225,31 @@ def test_sglang_missing_requirements_keep_torch(cli: Any, env: FakeEnv, wheels: 
 
 
 def test_sglang_kernel_same_version_on_cuda12(cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path) -> None:
+    """sglang 0.5.17 pins sglang-kernel==0.4.5 and torch==2.11.0; PyPI's torch 2.11 (and so its 0.4.5) is a
+    CUDA 13 build; with a CUDA 12 torch the repair is SGLang's `+cu129` build of the same release."""
     env.torch("2.11.0+cu128", "12.8")
-    env.sgl_kernel(version="0.4.9", torch_pin="2.11.0")
-    _sglang(env, ("sglang-kernel==0.4.9", "torch==2.11.0"))
+    env.sgl_kernel(version="0.4.5", torch_pin="2.11.0")
+    _sglang(env, "0.5.17")
     facts = gather_facts(env)
-    (remedy,) = remedies.reinstall(facts, "fa3-sgl")
+    (remedy,) = recipes.reinstall(facts, "fa3-sgl")
     (action,) = remedy.actions
     assert isinstance(action, A.PipInstall)
-    assert action.requirements == ("sglang-kernel==0.4.9+cu129",) and remedies.SGL_CU12_INDEX in action.options
-    assert "CUDA 13 builds" in remedy.text
+    assert action.requirements == ("sglang-kernel==0.4.5+cu129",) and urls.SGL_CU12_INDEX in action.options
+    assert "CUDA 13 build" in remedy.text
     prove(cli, env, wheels, tmp_path)
+
+
+def test_sglang_kernel_040_is_already_cuda12(env: FakeEnv) -> None:
+    """sglang-kernel 0.4.0/0.4.1 (pinned by sglang 0.5.10) are CUDA 12 builds on PyPI (torch 2.9.1 is cu128):
+    no `+cu129` build of them exists, and none is asked for."""
+    env.torch("2.9.1+cu128", "12.8")
+    env.sgl_kernel(version="0.4.1", torch_pin="2.9.1")
+    _sglang(env, "0.5.10.post1")
+    (remedy,) = recipes.reinstall(gather_facts(env), "fa3-sgl")
+    (action,) = remedy.actions
+    assert isinstance(action, A.PipInstall)
+    assert action.requirements == ("sglang-kernel==0.4.1",) and not any("cu129" in o for o in action.options)
+    assert "pip refuses" not in remedy.text
 
 
 def test_flash_attn_builds_with_the_target_torch(cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path) -> None:
@@ -231,7 +260,7 @@ def test_flash_attn_builds_with_the_target_torch(cli: Any, env: FakeEnv, wheels:
     ids = prove(cli, env, wheels, tmp_path)
     assert "package.broken" in ids
     facts = gather_facts(env)
-    build = [a for r in remedies.reinstall(facts, "fa2") for a in r.actions if isinstance(a, A.PipInstall)]
+    build = [a for r in recipes.reinstall(facts, "fa2") for a in r.actions if isinstance(a, A.PipInstall)]
     assert any("--no-build-isolation" in a.options and a.env == (("MAX_JOBS", "4"),) for a in build)
     assert build[-1].requirements == ("flash-attn-4==4.0.0b36",)  # FA4's flash_attn/cute files win again
     isolated = A.PipInstall(env.python, ("flash-attn==2.8.3",), ("--force-reinstall", "--no-deps"))
@@ -245,7 +274,7 @@ def test_cpu_torch_becomes_the_cuda_build_of_the_same_release(
     env.torch("2.13.0+cpu", cuda=None)
     env.fa4()
     run = cli("check", "--no-smoke", "--json", "--python", env.python, env=gpu_env(tmp_path, H200))
-    (action,) = [a for fid, a in pip_actions(run.doc["findings"]) if fid == "torch.cpu_build"]
+    (action,) = [a for fid, a in pip_actions(run.doc["findings"]) if fid.startswith("torch.cpu_build")]
     assert action.requirements == ("torch==2.13.0+cu126",)
     code, items, log = dry_run(action, env, wheels, tmp_path)
     assert code == 0, log

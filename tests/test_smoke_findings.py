@@ -9,6 +9,7 @@ import pytest
 
 from fa_doctor.checks.smoke import skipped_finding, smoke_findings
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.plan.intents import ReinstallSame
 from fa_doctor.smoke import CaseResult, SmokeResult
 from fa_doctor.smoke.classify import ImportProblem, classify
 
@@ -110,7 +111,7 @@ def test_failed_names_the_exact_error() -> None:
     assert f.id == "smoke.failed" and f.severity is Severity.FAIL
     assert f"RuntimeError: {msg}" in f.title and f"RuntimeError: {msg}" in f.detail
     assert f.evidence["cause"] == "no_kernel_image" and f.evidence["error"] == f"RuntimeError: {msg}"
-    assert "compute_cap" in f.remedies[0].commands[0]
+    assert "compute_cap" in f.remedies[0].lines()[0]
     assert [("fa2", problem)] == CALLS
 
 
@@ -128,7 +129,7 @@ def test_crashed(signal: str | None, rc: int | None, phase: str | None, words: s
     assert f.id == "smoke.crashed" and f.severity is Severity.FAIL
     assert words in f.title and "Fatal Python error" in f.detail
     assert f.evidence["signal"] == signal and f.evidence["returncode"] == rc
-    assert f.remedies[0].commands == (f"{PY} -X faulthandler -c 'import flash_attn.cute'",)
+    assert f.remedies[0].lines() == (f"{PY} -X faulthandler -c 'import flash_attn.cute'",)
     assert CALLS == [("fa4", None)]
 
 
@@ -137,11 +138,11 @@ def test_timeout_hints_at_the_fa4_jit_and_the_option() -> None:
     assert f.id == "smoke.timeout" and f.severity is Severity.FAIL
     assert "within 60 s" in f.title and "it was in first call" in f.detail
     assert "JIT-compiles" in f.detail
-    assert f.remedies[0].commands == ("fa-doctor check --timeout 600",)
+    assert f.remedies[0].lines() == ("fa-doctor check --timeout 600",)
     assert "compile cache" in f.remedies[1].text
     f = one(result("timeout", key="fa2", api="fa2", timeout=400.0))
-    assert f.remedies[0].commands == ("fa-doctor check --timeout 800",)
-    assert f.remedies[1].commands == ("nvidia-smi",)
+    assert f.remedies[0].lines() == ("fa-doctor check --timeout 800",)
+    assert f.remedies[1].lines() == ("nvidia-smi",)
 
 
 def import_failed(exc: str, message: str, chain: tuple[str, ...] = (), **kw: Any) -> Finding:
@@ -160,7 +161,7 @@ def test_import_failed_torch_abi() -> None:
     assert f.evidence["error"] == f"ImportError: {so}: undefined symbol: _ZN3c104cuda9SetDeviceEi"
     assert f.evidence["details"]["symbol"] == "_ZN3c104cuda9SetDeviceEi"
     assert "torch 2.11.0+cu130" in f.remedies[0].text
-    assert f.remedies[0].commands[0].startswith(f"{PY} -c ")
+    assert f.remedies[0].lines()[0].startswith(f"{PY} -c ")
     assert f.remedies[-1].text == "(2) Reinstall fa2" and CALLS[0][1] is not None
 
 
@@ -172,7 +173,7 @@ def test_import_failed_cxx11_abi() -> None:
 def test_import_failed_glibc() -> None:
     f = import_failed("ImportError", "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by x)")
     assert f.evidence["cause"] == "glibc" and "GLIBC_2.32" in f.remedies[0].text
-    assert f.remedies[0].commands == ("ldd --version",)
+    assert f.remedies[0].lines() == ("ldd --version",)
 
 
 def test_import_failed_cuda_runtime() -> None:
@@ -183,15 +184,27 @@ def test_import_failed_cuda_runtime() -> None:
 def test_import_failed_cutlass_pins_the_installed_dsl_version() -> None:
     f = import_failed("ModuleNotFoundError", "No module named 'cutlass'")
     assert f.evidence["cause"] == "cute_dsl_missing"
-    cmds = [c for r in f.remedies for c in r.commands]
-    assert f"{PY} -m pip install --force-reinstall --no-deps nvidia-cutlass-dsl-libs-core==4.8.1" in cmds
+    intent = f.remedies[0].intent
+    assert isinstance(intent, ReinstallSame) and intent.specs == ("nvidia-cutlass-dsl-libs-core==4.8.1",)
+    assert "4.8.1 ships in nvidia-cutlass-dsl-libs-core" in intent.text
+    cmds = [c for r in f.remedies for c in r.lines()]
     assert not any(c.endswith("pip install flash-attn-4") for c in cmds)  # a bare install would pull torch
     assert "--target" in f.remedies[1].text
 
 
+def test_import_failed_cutlass_before_the_split_names_the_metapackage() -> None:
+    """DSL 4.5.2 (what flash-attn-4 b16-b19 accept) has no libs-core: `cutlass` is in the metapackage's wheel,
+    and a remedy naming nvidia-cutlass-dsl-libs-core==4.5.2 could never resolve (catalog: releases.VERSIONS)."""
+    problem = classify("ModuleNotFoundError", "No module named 'cutlass'", [])
+    env = {"torch": "2.9.1+cu128", "torch_cuda": "12.8", "nvidia-cutlass-dsl": "4.5.2"}
+    (f,) = smoke_findings(result("import_failed", error=problem, environment=env), reinstall=reinstall)
+    intent = f.remedies[0].intent
+    assert isinstance(intent, ReinstallSame) and intent.specs == ("nvidia-cutlass-dsl==4.5.2",)
+
+
 def test_import_failed_driver_and_sgl_and_unknown() -> None:
     f = import_failed("RuntimeError", "CUDA driver version is insufficient for CUDA runtime version")
-    assert f.remedies[0].commands == ("nvidia-smi",)
+    assert f.remedies[0].lines() == ("nvidia-smi",)
     f = import_failed(
         "ImportError",
         "Can not import FA3 in sgl_kernel. Please check your installation.",
@@ -201,17 +214,17 @@ def test_import_failed_driver_and_sgl_and_unknown() -> None:
         api="sgl",
     )
     assert f.evidence["cause"] == "sgl_kernel_fa3" and f.evidence["chain"] == ["OSError: odd"]
-    assert f.remedies[0].commands == (f"{PY} -c 'import sgl_kernel.flash_ops'",)
+    assert f.remedies[0].lines() == (f"{PY} -c 'import sgl_kernel.flash_ops'",)
     assert "caused by: OSError: odd" in f.detail
     f = import_failed("KeyError", "'x'")
-    assert f.remedies[0].commands == (f"{PY} -c 'import flash_attn.cute'",)
+    assert f.remedies[0].lines() == (f"{PY} -c 'import flash_attn.cute'",)
 
 
 def test_import_failed_module_missing() -> None:
     f = import_failed("ModuleNotFoundError", "No module named 'flash_attn_2_cuda'")
-    assert """find_spec("flash_attn_2_cuda")""" in f.remedies[0].commands[0]
+    assert """find_spec("flash_attn_2_cuda")""" in f.remedies[0].lines()[0]
     f = import_failed("ModuleNotFoundError", "No module named 'torch'")
-    assert f.remedies[0].commands == () and "torch.missing" in f.remedies[0].text  # that finding names the torch
+    assert f.remedies[0].lines() == () and "torch.missing" in f.remedies[0].text  # that finding names the torch
 
 
 @pytest.mark.parametrize(("require_gpu", "severity"), [(False, Severity.INFO), (True, Severity.FAIL)])
@@ -236,4 +249,4 @@ def test_failed_before_any_call_when_the_child_sees_no_gpu() -> None:
     )
     f = one(result("failed", error=problem))
     assert f.id == "smoke.failed" and "no kernel could run" in f.title
-    assert "torch.cuda.is_available()" in f.remedies[0].commands[0]
+    assert "torch.cuda.is_available()" in f.remedies[0].lines()[0]

@@ -90,49 +90,105 @@ def flash_attn_sdist(where: Path, version: str = "2.8.3") -> Path:
     return path
 
 
+CORPUS = Path(__file__).parent / "corpus" / "metadata"
+# Released packages whose real METADATA (every version in the corpus) the wheel folder carries: what a remedy
+# may install. torch is held by every remedy, so it stays a small fake with two plain dependencies.
+CATALOG_PACKAGES = (
+    "sglang",
+    "sglang-kernel",
+    "sgl-kernel",
+    "flash-attn-4",
+    "nvidia-cutlass-dsl",
+    "nvidia-cutlass-dsl-libs-base",
+    "nvidia-cutlass-dsl-libs-core",
+    "nvidia-cutlass-dsl-libs-cu12",
+    "nvidia-cutlass-dsl-libs-cu13",
+    "quack-kernels",
+    "apache-tvm-ffi",
+    "torch-c-dlpack-ext",
+)
+
+
+def _header(text: str, key: str) -> str:
+    m = re.search(rf"(?m)^{key}: (.*)$", text)
+    assert m, key
+    return m.group(1).strip()
+
+
+def catalog_wheels(where: Path) -> dict[str, set[str]]:
+    """A wheel for every released version of CATALOG_PACKAGES whose METADATA the corpus holds, byte for byte,
+    plus SGLang's `+cu129` CUDA 12 builds of the sglang-kernel releases whose PyPI wheels are CUDA 13 builds.
+    Returns name -> versions made."""
+    from fa_doctor.catalog import ecosystem
+
+    made: dict[str, set[str]] = {}
+    for name in CATALOG_PACKAGES:
+        for path in sorted((CORPUS / name).glob("*.whl.metadata")):
+            text = path.read_text(encoding="utf-8")
+            dist, version = _header(text, "Name"), _header(text, "Version")
+            if version in made.get(name, set()):
+                continue  # one wheel per version (several platform wheels share their metadata)
+            wheel(where, dist, version, metadata=text)
+            made.setdefault(name, set()).add(version)
+            if name == "sglang-kernel" and ecosystem.sgl_kernel_cuda(version) == 13:
+                wheel(where, dist, f"{version}+cu129", metadata=text)
+    return made
+
+
+def stubs_for_requirements(where: Path, provided: dict[str, set[str]]) -> int:
+    """Plain wheels (no requirements of their own) for everything the real METADATA requires that the folder
+    lacks, one per distinct version a requirement asks for, so pip's resolver can walk every release's closure
+    (sglang's 139 requirements included) offline. Returns how many were made."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    wanted: dict[str, list[Requirement]] = {}
+    for path in where.glob("*.whl"):
+        with zipfile.ZipFile(path) as zf:
+            meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            text = zf.read(meta).decode()
+        for line in re.findall(r"(?m)^Requires-Dist: (.*)$", text):
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                continue
+            name = re.sub(r"[-_.]+", "-", req.name).lower()
+            if name not in provided and name not in ("torch",):
+                wanted.setdefault(name, []).append(req)
+    made = 0
+    for name, reqs in sorted(wanted.items()):
+        have: set[str] = set()
+        for req in reqs:
+            bases = [s.version.rstrip(".*") for s in req.specifier] or ["1.0"]
+            candidates = [*bases, *(f"{b}.post1" for b in bases), *(f"{b}9" for b in bases), "0.0.1", "99.0"]
+            for text in candidates:
+                try:
+                    ok = req.specifier.contains(Version(text), prereleases=True)
+                except InvalidVersion:
+                    continue
+                if ok:
+                    if text not in have:
+                        wheel(where, name, text, extras=sorted(req.extras))
+                        have.add(text)
+                        made += 1
+                    break
+    return made
+
+
 def build(where: Path) -> Path:
     """The wheel folder the remedy tests resolve against."""
     where.mkdir(parents=True, exist_ok=True)
-    # torch: the index's default build, a +cu128 local build, a newer release (what sglang-kernel 0.4.10 pins),
-    # and CUDA builds of releases a CPU torch may need.
+    # torch: the index's default build, local builds, and releases the servers pin (all fakes: torch is held).
     torch_deps = ("typing-extensions", "filelock")
-    for version in ("2.11.0", "2.11.0+cu128", "2.11.0+cu130", "2.14.1", "2.13.0+cu126", "2.10.0+cu126"):
+    torch_builds = ("2.9.1", "2.11.0", "2.11.0+cu128", "2.11.0+cu130", "2.13.0", "2.13.0+cu126", "2.14.1")
+    for version in (*torch_builds, "2.10.0+cu126"):
         wheel(where, "torch", version, torch_deps)
     for version in ("0.26.0", "0.29.1"):
         wheel(where, "torchvision", version, ["torch==2.11.0" if version == "0.26.0" else "torch==2.14.1"])
-    # FA4 and its CuTe DSL runtime, with their published requirements.
-    real(where, "flash_attn_4-4.0.0b36.dist-info")
-    real(where, "flash_attn_4-4.0.0b36.dist-info", "4.0.0b37")
-    for version in ("4.8.1", "4.8.0"):
-        for fixture in (
-            "nvidia_cutlass_dsl-4.8.1.dist-info",
-            "nvidia_cutlass_dsl_libs_base-4.8.1.dist-info",
-            "nvidia_cutlass_dsl_libs_core-4.8.1.dist-info",
-            "nvidia_cutlass_dsl_libs_cu12-4.8.1.dist-info",
-            "nvidia_cutlass_dsl_libs_cu13-4.8.1.dist-info",
-        ):
-            text = (FIXTURES / fixture / "METADATA").read_text().replace("==4.8.1", f"=={version}")
-            name = re.search(r"(?m)^Name: (.*)$", text)
-            assert name
-            wheel(where, name.group(1).strip(), version, metadata=text)
-    real(where, "quack_kernels-0.6.5.dist-info")
-    real(where, "apache_tvm_ffi-0.1.15.post2.dist-info")
-    real(where, "apache_tvm_ffi-0.1.15.post2.dist-info", "0.1.11")
-    real(where, "torch_c_dlpack_ext-0.1.5.dist-info")
-    # sglang-kernel 0.4.10 as published (torch==2.14.1), its CUDA 12 build, and a release built for torch 2.11.
-    real(where, "sglang_kernel-0.4.10.dist-info")
-    real(where, "sglang_kernel-0.4.10.dist-info", "0.4.10+cu129")
-    kernel = (FIXTURES / "sglang_kernel-0.4.10.dist-info" / "METADATA").read_text()
-    for version in ("0.4.9", "0.4.9+cu129"):
-        wheel(where, "sglang-kernel", version, metadata=kernel.replace("torch==2.14.1", "torch==2.11.0"))
-    # Plain dependencies.
+    made = catalog_wheels(where)
     for name, version, reqs in (
         ("typing-extensions", "4.13.2", ()),
         ("filelock", "3.16.1", ()),
-        ("einops", "0.8.1", ()),
-        ("cuda-bindings", "13.0.3", ()),
-        ("protobuf", "5.29.3", ()),
-        ("orjson", "3.10.15", ()),
         ("ninja", "1.11.1.4", ()),
         ("packaging", "24.2", ()),
         ("psutil", "7.0.0", ()),
@@ -140,5 +196,7 @@ def build(where: Path) -> Path:
         ("setuptools", "75.8.0", ()),
     ):
         wheel(where, name, version, reqs)
+        made.setdefault(name, set()).add(version)
+    stubs_for_requirements(where, {**made, "torch": set(), "torchvision": set()})
     flash_attn_sdist(where)
     return where

@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fa_doctor.actions import RunCommand
+from fa_doctor.catalog.names import FLASH_ATTN
 from fa_doctor.checks import remedies
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.lines import Lines
+from fa_doctor.plan.intents import Rebuild
 from fa_doctor.probes.elf import ElfInfo, exported, read_elf
 from fa_doctor.probes.extensions import Extension, find_extensions, find_library, library_dirs, torch_libraries
 from fa_doctor.probes.fatbin import Arch, FatbinInfo, read_fatbin
@@ -162,19 +164,9 @@ class _Check:
             pin = (remedies.auto_detect(self.facts),) if remedies.pinned(self.facts) else ()
             return pin + remedies.reinstall(self.facts, "fa4")
         if ext.impl == "fa2":
-            version = remedies.installed(self.facts, "flash-attn")
-            build = remedies.pip_install(
-                self.facts,
-                (f"flash-attn=={version}" if version else "flash-attn",),
-                ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-binary", "flash-attn"),
-                env=(
-                    ("FLASH_ATTENTION_FORCE_BUILD", "TRUE"),
-                    ("FLASH_ATTN_CUDA_ARCHS", f"{major}0"),
-                    ("MAX_JOBS", "4"),
-                ),
-            )
             text = f"(2) Build flash-attn here with kernels for {major}.x (FLASH_ATTN_CUDA_ARCHS picks the targets)."
-            return (Remedy(text, actions=(build,)),)
+            env = (("FLASH_ATTENTION_FORCE_BUILD", "TRUE"), ("FLASH_ATTN_CUDA_ARCHS", f"{major}0"))
+            return (remedies.planned(Rebuild(FLASH_ATTN, text, env, from_source=True)),)
         return remedies.reinstall(self.facts, ext.impl)
 
     # -- GPU code --------------------------------------------------------------------------------------------

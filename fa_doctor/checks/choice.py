@@ -42,7 +42,7 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                         "No installed FlashAttention can run here",
                         f"{choice.why}: " + "; ".join(choice.problems) + ".",
                         evidence,
-                        (*remedies.reinstall(facts, "fa4")[:1], *_auto(facts)),
+                        (remedies.reinstall_first("fa4"), *_auto(facts)),
                     )
                 )
             break

@@ -20,22 +20,22 @@ Each rule below was read in released code, fetched with `pip download --no-deps`
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from packaging.version import InvalidVersion, Version
 
 from fa_doctor.actions import SetEnv, UnsetEnv
+from fa_doctor.catalog import knobs as catalog
 from fa_doctor.checks.override import shown
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.probes.files import creatable
 
 _ENVBOOL = ("true", "1", "yes", "y", "false", "0", "no", "n")
 _GET_BOOL = ("true", "1", "false", "0")
 _FA4_ARCH = re.compile(r"^(?:sm_?|SM_?)?(\d+)(\d)([af]?)$")  # re.match, as FA4 does: `$` admits a final \n
-_DSL_ARCH = re.compile(r"sm_(\d+)(\d)([af]?)")
-_VLLM_STOPPED_READING = Version("0.15.0")  # the first release that ignores VLLM_FLASH_ATTN_VERSION
+_VLLM_STOPPED_READING = Version(catalog.VLLM_STOPPED_READING)
 _FLAG = "--attention-config.flash_attn_version N"
 Make = Callable[..., list[Finding]]
 
@@ -113,13 +113,19 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
         reads = False
     v = vllm.version
     if not reads:
-        make = _maker(name, value, _unset(name, f"Unset it and pass `{_FLAG}` to vLLM."), vllm=v)
+        accepted = " or ".join(str(n) for n in catalog.VLLM_CONFIG_FA_VERSIONS)
+        make = _maker(name, value, _unset(name, f"Unset it and pass `{_FLAG}` ({accepted}) to vLLM."), vllm=v)
         return make(
             "knob.ignored",
             Severity.WARN,
             f"{name} is set but vLLM {v} does not read it",
-            f"vLLM 0.14.1 was the last release to read it (a deprecated alias); 0.15.0 and later ignore it. Pass "
-            f"`{_FLAG}` (2, 3 or 4) instead.",
+            f"vLLM 0.14.1 was the last release to read it (a deprecated alias); {catalog.VLLM_STOPPED_READING} and "
+            f"later ignore it. Pass `{_FLAG}` instead: it accepts {accepted}"
+            + (
+                f", not {value.strip()}."
+                if value.strip().isdigit() and int(value) not in catalog.VLLM_CONFIG_FA_VERSIONS
+                else "."
+            ),
         )
     make = _maker(name, value, _unset(name, f"Unset it (vLLM picks for the GPU), or pass `{_FLAG}` instead."), vllm=v)
     try:
@@ -164,6 +170,12 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
         "unavailable and the FLASH_ATTN backend fails.",
         expected=expected,
     )
+
+
+def _unaccepted(value: str) -> bool:
+    """A version number vLLM >= 0.15's --attention-config.flash_attn_version refuses (4, for one)."""
+    text = value.strip()
+    return text.isdigit() and len(text) < 4 and int(text) not in catalog.VLLM_CONFIG_FA_VERSIONS
 
 
 def _fa4_arch(facts: Facts, value: str) -> list[Finding]:
@@ -220,36 +232,36 @@ def _fa4_arch(facts: Facts, value: str) -> list[Finding]:
 
 
 def _dsl_arch(facts: Facts, value: str) -> list[Finding]:
-    name = "CUTE_DSL_ARCH"
+    name = catalog.DSL_ARCH
     make = _maker(name, value, _unset(name, f"Unset {name}: the CuTe DSL compiles for the GPU it runs on."))
-    m = _DSL_ARCH.fullmatch(value)
-    if m is None:
+    wanted = sorted({catalog.dsl_arch_for(c) for c in facts.capabilities})
+    expected = ", ".join(wanted) if wanted else "sm_90a, sm_100a, sm_103a, sm_110a, sm_120, sm_121 (or their f forms)"
+    if value not in catalog.DSL_ARCH_NAMES:
         return make(
             "knob.invalid",
             Severity.FAIL,
-            f"{name} is not a compilation target",
-            "The CuTe DSL (FA4's compiler) expects a target such as sm_90a or sm_100a.",
-            expected="sm_80, sm_90a, sm_100a, sm_120a",
+            f"{name} is not a CuTe DSL target",
+            f"The CuTe DSL looks the name up in its Arch table (`Arch[{shown(value)}]`): an unknown name raises "
+            "KeyError when FA4 compiles its first kernel.",
+            expected=expected,
         )
-    major, minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
-    caps = facts.capabilities
-    # SASS runs on its own major with an equal or higher minor; an `a` target runs only on that exact SM.
-    bad = [c for c in caps if c[0] != major or c[1] < minor or (suffix == "a" and c[1] != minor)]
+    problems = {f"sm_{c[0]}{c[1]}": catalog.dsl_arch_runs_fa4(value, c) for c in facts.capabilities}
+    bad = {gpu: why for gpu, why in problems.items() if why}
     if not bad:
         return make(
             "knob.active",
             Severity.INFO,
             f"{name}={shown(value)} sets FA4's compilation target",
-            "Meant for compiling without a GPU" + (" (the GPU here can run it)." if caps else "."),
+            "Meant for compiling without a GPU" + (" (the GPU here can run it)." if problems else "."),
         )
-    gpus = ", ".join(f"sm_{c[0]}{c[1]}" for c in caps)
     return make(
         "knob.conflict",
         Severity.FAIL,
-        f"{name}={shown(value)} does not match the GPU",
-        f"FA4's kernels are compiled for sm_{major}{minor}{suffix}, but the GPU is {gpus}: they will not load (no "
-        "kernel image for the device).",
-        gpu_sm=gpus,
+        f"{name}={shown(value)} cannot compile FA4 for this GPU",
+        "; ".join(f"{gpu}: {why}" for gpu, why in sorted(bad.items()))
+        + ". FA4's first kernel then fails to compile or to load (no kernel image for the device).",
+        gpu_sm=", ".join(sorted(bad)),
+        expected=expected,
     )
 
 
@@ -308,23 +320,7 @@ def check_knobs(facts: Facts) -> list[Finding]:
         out += _dsl_arch(facts, env["CUTE_DSL_ARCH"])
     if "FLASH_ATTENTION_TRITON_AMD_ENABLE" in env:
         out += _triton_amd(facts, env["FLASH_ATTENTION_TRITON_AMD_ENABLE"])
-    cache_dir = env.get("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR")
-    if cache_dir is not None and (not cache_dir or (os.path.exists(cache_dir) and not os.access(cache_dir, os.W_OK))):
-        out.append(
-            Finding(
-                "knob.invalid",
-                Severity.WARN,
-                "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR is not writable",
-                f"FA4's compile cache cannot be written to {shown(cache_dir, 200)}: every start recompiles.",
-                {"variable": "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR", "value": shown(cache_dir, 200)},
-                (
-                    Remedy(
-                        "Point it at a writable folder, or unset it.",
-                        actions=(UnsetEnv("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR"),),
-                    ),
-                ),
-            )
-        )
+    out += _fa4_cache(env)
     for name in ("FLASH_ATTENTION_FORCE_BUILD", "FLASH_ATTN_CUDA_ARCHS"):
         if name in env:
             out.append(
@@ -337,3 +333,44 @@ def check_knobs(facts: Facts) -> list[Finding]:
                 )
             )
     return out
+
+
+def _fa4_cache(env: Mapping[str, str]) -> list[Finding]:
+    """FA4's persistent compile cache: the folder is read only when the cache is on, and then created at import
+    (`import flash_attn.cute` raises PermissionError when it cannot be)."""
+    folder = env.get(catalog.FA4_CACHE_DIR)
+    enabled = env.get(catalog.FA4_CACHE_ENABLED) == catalog.FA4_CACHE_ENABLED_ON
+    if folder is None:
+        return []
+    unset = Remedy(f"Unset {catalog.FA4_CACHE_DIR}.", actions=(UnsetEnv(catalog.FA4_CACHE_DIR),))
+    evidence = {"variable": catalog.FA4_CACHE_DIR, "value": shown(folder, 200), "cache_enabled": enabled}
+    if not enabled:
+        return [
+            Finding(
+                "knob.ignored",
+                Severity.INFO,
+                f"{catalog.FA4_CACHE_DIR} is set but FA4's compile cache is off",
+                f"FA4 reads the folder only when {catalog.FA4_CACHE_ENABLED}={catalog.FA4_CACHE_ENABLED_ON}; without "
+                "it every process compiles in memory.",
+                evidence,
+            )
+        ]
+    if folder and creatable(folder):
+        return []
+    return [
+        Finding(
+            "knob.invalid",
+            Severity.FAIL,
+            f"{catalog.FA4_CACHE_DIR} cannot be created or written",
+            f"With the cache on, FA4 creates {shown(folder, 200)} when it is imported: `import flash_attn.cute` "
+            "raises PermissionError (or FileNotFoundError for an empty value), so FA4 does not load.",
+            evidence,
+            (
+                Remedy(
+                    f"Point {catalog.FA4_CACHE_DIR} at a folder the server's user can write, or turn the cache off.",
+                    actions=(UnsetEnv(catalog.FA4_CACHE_ENABLED),),
+                ),
+                unset,
+            ),
+        )
+    ]

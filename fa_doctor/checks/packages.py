@@ -8,24 +8,22 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from fa_doctor.actions import Action, RunCommand, move_aside
+from fa_doctor.catalog import names
 from fa_doctor.checks import remedies
-from fa_doctor.checks.unmet import install_unmet
 from fa_doctor.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
+from fa_doctor.derive.requires import installed
 from fa_doctor.facts import Facts
 from fa_doctor.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of, normalize
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.plan.intents import ReinstallOwners, Satisfy
 from fa_doctor.probes.modules import ModuleSpot
 
 # Requirements that break imports when wrong (torch pins of compiled builds, the FA4 runtime).
-_CHECKED_REQUIREMENTS = {
-    "flash-attn-4": None,
-    "fa4": None,
-    "flash-attn-cute": None,
-    "sglang-kernel": ("torch",),
-    "sgl-kernel": ("torch",),
+_CHECKED_REQUIREMENTS: dict[str, tuple[str, ...] | None] = {
+    **{name: None for name in (names.FLASH_ATTN_4, *names.FA4_ALIASES)},
+    **{name: (names.TORCH,) for name in names.SGL_KERNELS},
     # The servers: every requirement, as `pip check` reports them (the server dies on them first).
-    "sglang": None,
-    "vllm": None,
+    **{name: None for name in names.SERVERS},
 }
 
 
@@ -33,15 +31,11 @@ def _reinstall_for(facts: Facts, normalized: str) -> tuple[Remedy, ...]:
     for impl in IMPLEMENTATIONS:
         if normalized in impl.distributions:
             return remedies.reinstall(facts, impl.key)
-    version = remedies.installed(facts, normalized)
+    version = installed(facts, normalized)
     if version is None:
         return ()
-    return (
-        Remedy(
-            f"(2) Reinstall {normalized} {version}, the same version, without touching its dependencies.",
-            actions=(remedies.reinstall_same(facts, f"{normalized}=={version}"),),
-        ),
-    )
+    text = f"(2) Reinstall {normalized} {version}, the same version, without touching its dependencies."
+    return (remedies.reinstall_same(text, f"{normalized}=={version}"),)
 
 
 def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
@@ -55,7 +49,7 @@ def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
                 f"None of flash-attn, flash-attn-3, flash-attn-4, sglang-kernel, sglang or vllm is installed for "
                 f"{facts.target.executable}.",
                 {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
-                (remedies.reinstall(facts, "fa3-sgl" if facts.scan.first("sglang") else "fa4")[0],),
+                (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),
             )
         ]
     listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in found if s.dist}
@@ -77,12 +71,12 @@ def conflicts(facts: Facts) -> list[Finding]:
             top = rel.split("/", 1)[0]
             if top.split(".", 1)[0] in GUARDED_TOP_LEVEL and not rel.endswith(".pyc"):
                 owners[os.path.join(dist.location, rel)].append(f"{dist.name} {dist.version}")
-    shared = {path: names for path, names in owners.items() if len(set(names)) > 1}
+    shared = {path: dists for path, dists in owners.items() if len(set(dists)) > 1}
     if not shared:
         return []
     by_pair: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    for path, names in shared.items():
-        by_pair[tuple(sorted(set(names)))].append(path)
+    for path, dists in shared.items():
+        by_pair[tuple(sorted(set(dists)))].append(path)
     out = []
     for pair, paths in by_pair.items():
         common = os.path.commonpath(paths) if len(paths) > 1 else paths[0]
@@ -95,37 +89,10 @@ def conflicts(facts: Facts) -> list[Finding]:
                 "whichever was installed last "
                 "overwrote the other's copy, and uninstalling either deletes files the other needs.",
                 {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
-                (_reinstall_in_order(facts, pair),),
+                (remedies.planned(ReinstallOwners(tuple(pair))),),
             )
         )
     return out
-
-
-def _reinstall_in_order(facts: Facts, owners: tuple[str, ...]) -> Remedy:
-    """Reinstall so the FA4 package's copy of the shared files is the one left on disk."""
-    specs = [
-        (name, version)
-        for name, version in (o.split(" ", 1) for o in owners if " " in o)
-        if remedies.requirement(name) == name and remedies.version_of(version)
-    ]
-    fa4 = [(n, v) for n, v in specs if family_of(normalize(n)).startswith("fa4")]
-    if fa4:
-        # Reinstalling FA4 over the shared files is enough; uninstalling flash-attn would mean rebuilding it from
-        # source (PyPI has only its sdist), and every flash-attn release up to 2.8.3.post2 ships flash_attn/cute.
-        return Remedy(
-            "(2) Reinstall the FA4 package last, the same version without its dependencies, so its flash_attn/cute "
-            "files win (flash-attn <= 2.8.3.post2 ships an old snapshot of them). Uninstalling the other owner later "
-            "deletes FA4's files: run this again after it.",
-            actions=(remedies.reinstall_same(facts, *(f"{n}=={v}" for n, v in fa4)),),
-        )
-    actions: list[Action] = []
-    if specs:
-        actions.append(remedies.pip_uninstall(facts, *(n for n, _ in specs)))
-        actions += [remedies.pip_install(facts, (f"{n}=={v}",), ("--no-deps",)) for n, v in specs]
-    return Remedy(
-        "(2) Uninstall all owners, then reinstall them one by one, the same versions without their dependencies.",
-        actions=tuple(actions),
-    )
 
 
 def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
@@ -240,14 +207,7 @@ def duplicates(facts: Facts) -> list[Finding]:
                     f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
                     "shadowed and confuse pip.",
                     {"distribution": name, "copies": where},
-                    (
-                        Remedy(
-                            "Uninstall the copies you do not use (user site-packages is a common source); run it until "
-                            "pip says it is not installed, then reinstall the one you want, the same version without "
-                            "its dependencies.",
-                            actions=_uninstall_then_reinstall(facts, name),
-                        ),
-                    ),
+                    (*_move_shadowed(facts, name),),
                 )
             )
     return out
@@ -265,7 +225,7 @@ def requirements(facts: Facts) -> list[Finding]:
         missing = any(have == "not installed" for _, have in unmet)
         severity = Severity.FAIL if missing or torch_pin else Severity.WARN
         detail = "; ".join(f"requires {r}, found {have}" for r, have in unmet)
-        if torch_pin and dist.normalized not in remedies.SERVERS:
+        if torch_pin and dist.normalized not in names.SERVERS:
             detail += (
                 ". Its compiled kernels link against that torch's C++ symbols: with another torch, import fails "
                 "with `undefined symbol`"
@@ -282,8 +242,8 @@ def requirements(facts: Facts) -> list[Finding]:
                     "unmet": [{"requirement": r, "found": h} for r, h in unmet],
                 },
                 (
-                    *install_unmet(facts, dist, unmet),
-                    *(() if dist.normalized in remedies.SERVERS else _reinstall_for(facts, dist.normalized)),
+                    remedies.planned(Satisfy(dist.name, tuple(unmet))),
+                    *(() if dist.normalized in names.SERVERS else _reinstall_for(facts, dist.normalized)),
                 ),
             )
         )
@@ -295,9 +255,21 @@ def _name_of(requirement: str) -> str:
     return normalize(head.group(1) if head else "")
 
 
-def _uninstall_then_reinstall(facts: Facts, name: str) -> tuple[Action, ...]:
-    version = remedies.installed(facts, name)
-    if remedies.requirement(name) != name:
-        return ()
-    again = (remedies.pip_install(facts, (f"{name}=={version}",), ("--no-deps",)),) if version else ()
-    return (remedies.pip_uninstall(facts, name), *again)
+def _move_shadowed(facts: Facts, name: str) -> tuple[Remedy, ...]:
+    """Move the metadata of every shadowed copy aside, by its path: pip and fa-doctor then see one copy, and the
+    copy the server imports is never touched (`pip uninstall NAME` would remove the first one, the server's)."""
+    moves: list[Action] = []
+    for dist in facts.scan.named(name)[1:]:
+        try:
+            moves.append(move_aside(os.path.abspath(dist.metadata_dir), os.path.abspath(dist.location)))
+        except ValueError:
+            continue
+    if not moves:
+        return (Remedy("Remove the shadowed copies by hand: fa-doctor cannot move their metadata.", ()),)
+    return (
+        Remedy(
+            "Move the shadowed copies' metadata aside (nothing is deleted; the copy first on the path, the one the "
+            "server imports, stays as it is). Their files stay shadowed; delete them by hand once the server runs.",
+            actions=tuple(moves),
+        ),
+    )

@@ -10,10 +10,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from fa_doctor.actions import PipInstall, RunCommand
-from fa_doctor.checks.remedies import version_of
+from fa_doctor.actions import RunCommand
+from fa_doctor.catalog import ecosystem, names
+from fa_doctor.checks.remedies import planned
+from fa_doctor.derive.requires import version_of
 from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.lines import Lines
+from fa_doctor.plan.intents import ReinstallSame
 from fa_doctor.smoke import SmokeResult
 from fa_doctor.smoke.classify import ImportProblem
 
@@ -26,7 +29,7 @@ _PY = "{py}"
 _SIMPLE: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
     "no_kernel_image": (
         "Install a build that contains code for this GPU's architecture: FA2 2.7.4 or newer built with CUDA 12.8+ "
-        "for sm_100/sm_120, FA4 (flash-attn-4) on Blackwell; FA3 runs on sm_80 and sm_90 only.",
+        f"for sm_100/sm_120, FA4 ({names.FLASH_ATTN_4}) on Blackwell; FA3 runs on sm_80 and sm_90 only.",
         (_GPU_ARCH,),
     ),
     "gpu_too_old": (
@@ -302,24 +305,26 @@ def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ..
             ),
         )
     if cause == "cute_dsl_missing":
-        found = r.environment.get("nvidia-cutlass-dsl") or r.environment.get("nvidia-cutlass-dsl-libs-core")
+        found = r.environment.get(names.CUTLASS_DSL) or r.environment.get(names.DSL_CORE)
         ver = version_of(str(found)) if found else None  # the child's text: only a real version goes into a command
         remedies = []
         if str(ev.get("module", "")).startswith("cutlass") and ver and py.startswith("/"):
+            # From 4.6.0 on the `cutlass` package ships in libs-core; before, in the metapackage's own wheel.
+            owner = names.DSL_CORE if ecosystem.exists(names.DSL_CORE, ver) else names.CUTLASS_DSL
             remedies.append(
-                Remedy(
-                    "The `cutlass` Python package ships in nvidia-cutlass-dsl-libs-core: reinstall it at the version "
-                    "of nvidia-cutlass-dsl, without its dependencies.",
-                    actions=(
-                        PipInstall(py, (f"nvidia-cutlass-dsl-libs-core=={ver}",), ("--force-reinstall", "--no-deps")),
-                    ),
+                planned(
+                    ReinstallSame(
+                        (f"{owner}=={ver}",),
+                        f"The `cutlass` Python package of CuTe DSL {ver} ships in {owner}: reinstall it at that "
+                        "version, without its dependencies.",
+                    )
                 )
             )
         remedies.append(
             Remedy(
-                "Install flash-attn-4 and its CuTe DSL runtime into this interpreter's own site-packages, not with "
-                "`pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on sys.path is "
-                "only read in a real site directory (the reinstall below does it)."
+                f"Install {names.FLASH_ATTN_4} and its CuTe DSL runtime into this interpreter's own site-packages, "
+                "not with `pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on "
+                "sys.path is only read in a real site directory (the reinstall below does it)."
             )
         )
         return tuple(remedies)

@@ -102,6 +102,16 @@ def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Fi
     return findings
 
 
+def plan_remedies(findings: list[Finding], facts: Facts | None, options: CheckOptions) -> list[Finding]:
+    """The planner, after every check: intents become actions for this machine; contained like a check."""
+    from fa_doctor.plan.planner import plan
+
+    try:
+        return plan(findings, facts, options.target_args)
+    except Exception as exc:
+        return [*findings, crash_finding("plan", exc)]
+
+
 def run(options: CheckOptions, progress: Progress | None = None, pending: TargetProbe | None = None) -> Result:
     """TargetError (a bad --python) propagates: the CLI maps it to exit code 2."""
     from fa_doctor.checks import node
@@ -138,6 +148,7 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
             more = [crash_finding("smoke", exc)]
         findings += more
         timings["smoke"] = time.perf_counter() - t0
+    findings = plan_remedies(findings, facts, options)
     timings["total"] = time.perf_counter() - start
     payload = CheckPayload(
         host=probe_host(options.env),

@@ -43,6 +43,7 @@ class FixOptions:
     apply: bool = False
     only: tuple[str, ...] = ()  # finding ids; empty: every failing or warning finding
     timeout: float = 900.0  # per step
+    allow_torch_change: bool = False  # take remedies that replace torch (marked by the planner)
 
 
 def unset_override(options: OverrideOptions) -> Result:
@@ -79,9 +80,12 @@ def _edit_finding(edit: EditResult, dry_run: bool) -> Finding:
     return Finding("fix.edited", Severity.OK, f"{edit.path}: {verb}", detail, evidence)
 
 
-def plan_steps(findings: Sequence[Finding], only: Sequence[str] = ()) -> tuple[PlanStep, ...]:
+def plan_steps(
+    findings: Sequence[Finding], only: Sequence[str] = (), allow_torch_change: bool = False
+) -> tuple[PlanStep, ...]:
     """For each failing or warning finding (or those named by --only), worst first, the first remedy whose
-    actions fa-doctor can carry out; a repair two findings share runs once."""
+    actions fa-doctor can carry out; a repair two findings share runs once. A remedy that replaces torch is
+    taken only with `allow_torch_change`."""
     from fa_doctor.actions import RunCommand, SetEnv, UnsetEnv, describe, render
 
     steps: list[PlanStep] = []
@@ -92,6 +96,8 @@ def plan_steps(findings: Sequence[Finding], only: Sequence[str] = ()) -> tuple[P
         if not only and f.severity not in (Severity.FAIL, Severity.WARN):
             continue
         for remedy in f.remedies:
+            if remedy.replaces_torch and not allow_torch_change:
+                continue
             # Repairs only: a command to run (`nvidia-smi`, `fa-doctor check`) diagnoses, it repairs nothing;
             # a variable of the calling shell is `fix --unset-override`'s job (eval), not something a child can do.
             runnable = [a for a in remedy.actions if not isinstance(a, (RunCommand, SetEnv, UnsetEnv))]
@@ -112,9 +118,24 @@ def plan(
     from fa_doctor.commands import check
 
     before = check.run(options.check, progress, pending)
-    steps = plan_steps(before.findings, options.only)
+    steps = plan_steps(before.findings, options.only, options.allow_torch_change)
     payload = FixPayload("plan", plan=steps, check=before.check)
-    return replace(before, command="fix", payload=payload), steps
+    unknown = sorted(set(options.only) - {f.id for f in before.findings})
+    extra = (_unknown_only(unknown, before.findings),) if unknown else ()
+    return replace(before, command="fix", payload=payload, findings=(*before.findings, *extra)), steps
+
+
+def _unknown_only(unknown: Sequence[str], findings: Sequence[Finding]) -> Finding:
+    repairable = sorted({f.id for f in findings if f.severity in (Severity.FAIL, Severity.WARN)})
+    return Finding(
+        "fix.unknown_finding",
+        Severity.FAIL,
+        f"--only names {', '.join(unknown)}, which this check did not find",
+        "Nothing was planned for it: the id is misspelt, or the finding is not present with these options. "
+        + (f"Findings to repair here: {', '.join(repairable)}." if repairable else "Nothing here needs repair."),
+        {"unknown": list(unknown), "findings": repairable},
+        (Remedy("Run `fa-doctor fix --plan` with the same options to see what can be repaired.", ()),),
+    )
 
 
 def run(

@@ -24,6 +24,24 @@ class CheckOptions:
     scan_timeout: float = 60.0
     env: Mapping[str, str] | None = None
 
+    @property
+    def target_args(self) -> tuple[str, ...]:
+        """The options that say which environment (and launch) the findings are about, for `fa-doctor fix`
+        hints: following one must act on the same interpreter, not on fa-doctor's own."""
+        out: list[str] = []
+        if self.python:
+            out += ["--python", self.python]
+        for option, value in (
+            ("--attention-backend", self.flags.attention),
+            ("--prefill-attention-backend", self.flags.prefill),
+            ("--decode-attention-backend", self.flags.decode),
+        ):
+            if value:
+                out += [option, value]
+        if self.gpu_arch:
+            out += ["--gpu-arch", ",".join(self.gpu_arch)]
+        return tuple(out)
+
 
 def parse_gpus(value: str | None) -> tuple[int, ...] | None:
     """`--gpus 0,2` (already validated by the CLI) as unique CUDA indices, in the order given."""

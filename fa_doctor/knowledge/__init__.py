@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from fa_doctor.knowledge.base import CATEGORIES, Entry, KnowledgeError, Match, load
 from fa_doctor.knowledge.match import MAX_CHARS, extracted_for, match, normalise
 from fa_doctor.knowledge.remedies import build
+from fa_doctor.plan.intents import describe
 
 if TYPE_CHECKING:
     from fa_doctor.facts import Facts
@@ -78,7 +79,9 @@ def markdown() -> str:
             lines.append("")
             for r in e.remedies:
                 lines.append(f"- {r.text}")
-                lines.extend(f"  - `{c}`" for c in r.commands)
+                lines.extend(f"  - `{c}`" for c in r.lines())
+                if r.intent is not None:
+                    lines.append(f"  - the install fa-doctor plans for the target: {describe(r.intent)}")
             if e.confirm_with:
                 lines += ["", "Confirm with: " + ", ".join(f"`{c}`" for c in e.confirm_with)]
             if e.links:

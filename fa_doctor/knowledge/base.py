@@ -16,7 +16,8 @@ from types import MappingProxyType
 from typing import Any
 
 from fa_doctor.finding import Remedy
-from fa_doctor.smoke.classify import CAUSES
+from fa_doctor.knowledge.problem import CAUSES
+from fa_doctor.plan.intents import Intent
 
 CATEGORIES = (
     "abi-mismatch",
@@ -203,9 +204,32 @@ def _pattern(eid: str, p: Any) -> Pattern:
 
 
 def _remedy(eid: str, r: Any) -> Remedy:
-    if not isinstance(r, dict) or set(r) - {"text", "commands"}:
+    if not isinstance(r, dict) or set(r) - {"text", "commands", "intent"}:
         raise KnowledgeError(f"{eid}: bad remedy {r!r:.80}")
-    return Remedy(_str(r, "text"), tuple(_strs(r, "commands")))
+    commands = tuple(_strs(r, "commands"))
+    if any(not _local_build(c) for c in commands if "pip install" in c):
+        raise KnowledgeError(f"{eid}: installs are intents (the planner writes them), not commands")
+    return Remedy(_str(r, "text"), commands, intent=_intent(eid, r["intent"]) if "intent" in r else None)
+
+
+def _local_build(command: str) -> bool:
+    """A build of a source folder already on disk, which resolves nothing from an index (`--no-deps .`)."""
+    words = command.split("pip install", 1)[1].split()
+    return "--no-deps" in words and [w for w in words if not w.startswith("-")] == ["."]
+
+
+def _intent(eid: str, d: Any) -> Intent:
+    """`{"install": "fa2"}` or `{"rebuild": "flash-attn", "env": {...}, "from_source": true}`."""
+    from fa_doctor.catalog.implementations import BY_KEY
+    from fa_doctor.plan.intents import Install, Rebuild
+
+    if isinstance(d, dict) and set(d) == {"install"} and d["install"] in BY_KEY:
+        return Install(d["install"])
+    if isinstance(d, dict) and "rebuild" in d and set(d) <= {"rebuild", "env", "from_source"}:
+        env = d.get("env", {})
+        if isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            return Rebuild(str(d["rebuild"]), "", tuple(env.items()), bool(d.get("from_source", False)))
+    raise KnowledgeError(f"{eid}: bad intent {d!r:.80}")
 
 
 def _str(d: dict[str, Any], key: str) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from fa_doctor.knowledge.base import load
 from fa_doctor.knowledge.extract import demangle
 from fa_doctor.knowledge.match import Hit, match, normalise
-from fa_doctor.smoke.classify import ImportProblem
+from fa_doctor.knowledge.problem import ImportProblem
 
 _UNKNOWN = "The FlashAttention module raised an error fa-doctor does not recognise; the exact text is below."
 _FIXED = {

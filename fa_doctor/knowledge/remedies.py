@@ -1,7 +1,5 @@
-"""Remedies for a match: the entry's own, made exact for the target when its facts are known.
-
-This is the one place that builds remedies (issue 6 turns them into typed actions: switch here).
-"""
+"""Remedies for a match: the entry's own, made exact for the target when its facts are known; installs go
+through the one planner (fa_doctor.plan.planner), as check's do."""
 
 from __future__ import annotations
 
@@ -10,7 +8,7 @@ import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from fa_doctor.actions import Action, PipInstall, RunCommand
+from fa_doctor.actions import Action, RunCommand
 from fa_doctor.finding import Remedy
 from fa_doctor.knowledge.base import Entry
 
@@ -21,54 +19,44 @@ _GPU_ARCH = "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv
 
 
 def build(entry: Entry, extracted: Mapping[str, str], facts: Facts | None) -> tuple[Remedy, ...]:
-    """Facts-dependent remedies first (exact wheel, this machine's glibc/GPU), then the entry's general ones."""
-    general = tuple(_general(r, facts) for r in entry.remedies)
+    """Facts-dependent remedies first (exact wheel, this machine's glibc/GPU), then the entry's general ones.
+    Installs are intents, written by the planner: exact for the target with facts, and without them only the
+    `fa-doctor check --python` that would write them (no torch to hold, so no install is printed)."""
+    from fa_doctor.plan.planner import unique
+
+    general = [r for remedy in entry.remedies for r in _general(remedy, facts)]
     if facts is None:
-        return general
-    return _exact(entry, extracted, facts) + general
+        return tuple(unique(general))
+    return tuple(unique([*_exact(entry, extracted, facts), *general]))
 
 
 _SHELL_SYNTAX = ("|", ">", "<", ";", "&&", "$(", "`", "cd ")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
-def _general(remedy: Remedy, facts: Facts | None) -> Remedy:
-    """An entry's remedy as typed actions (so `explain` prints what `check` would, quoted the same way): a
-    `{python} -m pip install` becomes a PipInstall into the target that holds torch and the server's pins; other
-    plain commands become RunCommand. A command that needs the shell (a pipe, `cd`) stays text."""
+def _general(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
+    """An entry's remedy for the target: its intent planned, its plain commands as RunCommand actions (so
+    `explain` prints what `check` would, quoted the same way); a command that needs the shell stays text."""
+    from fa_doctor.plan.planner import expand
+
     python = facts.target.executable if facts is not None else None
     shown = shlex.quote(python) if python else "python"
     text = remedy.text.replace("{python}", shown)
-    try:
-        actions = tuple(_action(c, python, facts) for c in remedy.commands)
-    except ValueError:
-        actions = (None,)
+    if remedy.intent is not None:
+        return expand(Remedy(text, remedy.commands, intent=remedy.intent), facts)
+    actions = tuple(_action(c, python) for c in remedy.commands)
     if remedy.commands and all(a is not None for a in actions):
-        return Remedy(text, (), tuple(a for a in actions if a is not None))
-    return Remedy(text, tuple(c.replace("{python}", shown) for c in remedy.commands))
+        return (Remedy(text, (), tuple(a for a in actions if a is not None)),)
+    return (Remedy(text, tuple(c.replace("{python}", shown) for c in remedy.commands)),)
 
 
-def _action(command: str, python: str | None, facts: Facts | None) -> Action | None:
+def _action(command: str, python: str | None) -> Action | None:
     if any(op in command for op in _SHELL_SYNTAX):
         return None
     words = shlex.split(command)
-    env = []
-    while words and _ASSIGNMENT.match(words[0]):
-        name, _, value = words.pop(0).partition("=")
-        env.append((name, value))
-    argv = [(python or "python") if w == "{python}" else w for w in words]
-    if not argv:
-        return None
-    if words[:1] == ["{python}"] and argv[1:4] == ["-m", "pip", "install"] and python:
-        from fa_doctor.checks.remedies import keep
-
-        rest = argv[4:]
-        options = tuple(w for w in rest if w.startswith("-"))
-        reqs = tuple(w for w in rest if not w.startswith("-"))
-        return PipInstall(python, reqs, options, keep(facts) if facts is not None else (), tuple(env))
-    if env:
+    if not words or _ASSIGNMENT.match(words[0]):
         return None  # RunCommand carries no environment: the text says it
-    return RunCommand(tuple(argv))
+    return RunCommand(tuple((python or "python") if w == "{python}" else w for w in words))
 
 
 def _exact(entry: Entry, extracted: Mapping[str, str], facts: Facts) -> tuple[Remedy, ...]:
@@ -99,7 +87,8 @@ def _exact(entry: Entry, extracted: Mapping[str, str], facts: Facts) -> tuple[Re
         caps = ", ".join(f"{a}.{b}" for a, b in facts.capabilities)
         out.append(Remedy(f"The target's GPUs have compute capability {caps}.", (_GPU_ARCH,)))
     if entry.reinstall:
-        from fa_doctor.checks.remedies import reinstall
+        from fa_doctor.plan.intents import Install
+        from fa_doctor.plan.planner import expand
 
-        out.extend(reinstall(facts, entry.reinstall))
+        out.extend(expand(Remedy("", intent=Install(entry.reinstall)), facts))
     return tuple(out)

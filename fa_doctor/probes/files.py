@@ -106,3 +106,15 @@ def read(path: str, limit: int) -> FileRead:
 def read_text(path: str, limit: int) -> str | None:
     """The file as UTF-8 text (bad bytes replaced), or None when it cannot be read for any reason."""
     return read(path, limit).text()
+
+
+def creatable(folder: str) -> bool:
+    """Whether `mkdir -p folder` would succeed for this user: the folder is a writable directory, or its
+    nearest existing ancestor is. Only stat() and access() calls: nothing is created or opened."""
+    path = os.path.abspath(folder)
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)

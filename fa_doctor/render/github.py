@@ -47,7 +47,7 @@ def finding_body(f: Finding, limit: int = _DETAIL_CHARS) -> str:
     lines = [detail] if detail else []
     for remedy in f.remedies:
         lines.append(f"Fix: {remedy.text}")
-        lines.extend(f"    {command}" for command in remedy.commands)
+        lines.extend(f"    {command}" for command in remedy.lines())
     return "\n".join(lines)
 
 

@@ -147,7 +147,7 @@ class HumanRenderer(Renderer):
             self.line(f.detail, indent=4)
         for remedy in f.remedies:
             self.line("fix: " + remedy.text, "bold", indent=4)
-            for command in remedy.commands:
+            for command in remedy.lines():
                 self.line(command, "cyan", indent=8)
             apply = remedy.fix_command(f.id)
             if apply:

@@ -89,8 +89,8 @@ class MarkdownRenderer(Renderer):
             out += ["", "### Fixes"]
             for f, remedy in fixes:
                 out += ["", f"**{inline(f.title)}** ({code(f.id)}): {inline(remedy.text)}"]
-                if remedy.commands:
-                    out += ["", fenced(remedy.commands)]
+                if remedy.lines():
+                    out += ["", fenced(remedy.lines())]
         if quiet:
             noun = "finding" if len(quiet) == 1 else "findings"
             out += ["", f"<details><summary>{len(quiet)} passing or informational {noun}</summary>", ""]
