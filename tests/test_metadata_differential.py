@@ -192,7 +192,7 @@ def test_installed_records_as_importlib_metadata() -> None:
 
 
 def test_sglang_real_metadata_gives_139_requirements(tmp_path: Path) -> None:
-    path = FIXTURES / "metadata" / "sglang-0.5.23" / "METADATA"
+    path = FIXTURES / "dist-info" / "sglang-0.5.23.dist-info" / "METADATA"
     dist, text, _ = _reference(tmp_path, path)
     requires = metadata.parse(text).get_all("Requires-Dist")
     assert len(requires) == 139 and requires == dist.requires
@@ -200,7 +200,7 @@ def test_sglang_real_metadata_gives_139_requirements(tmp_path: Path) -> None:
 
 def test_scan_of_a_site_holding_sglang_reports_its_pins(tmp_path: Path) -> None:
     env = FakeEnv(tmp_path, sys.executable, tmp_path / "site-packages")  # the site alone: no interpreter needed
-    text = (FIXTURES / "metadata" / "sglang-0.5.23" / "METADATA").read_text(encoding="utf-8")
+    text = (FIXTURES / "dist-info" / "sglang-0.5.23.dist-info" / "METADATA").read_text(encoding="utf-8")
     env.dist("sglang", "0.5.23", {"sglang/__init__.py": ""}, metadata=text, top_level=["sglang"])
     (dist,) = scan_distributions([str(env.site)]).named("sglang")
     assert (dist.version, dist.problem, len(dist.requires)) == ("0.5.23", None, 139)

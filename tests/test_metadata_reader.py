@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from fa_doctor.probes import metadata
 from fa_doctor.probes.distributions import scan_distributions
 
-SGLANG = Path(__file__).resolve().parent / "fixtures" / "metadata" / "sglang-0.5.23" / "METADATA"
+SGLANG = Path(__file__).resolve().parent / "fixtures" / "dist-info" / "sglang-0.5.23.dist-info" / "METADATA"
 
 
 def reference(text: str) -> list[tuple[str, str]]:
