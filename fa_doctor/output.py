@@ -11,12 +11,14 @@ import contextlib
 import dataclasses
 import errno
 import os
+import signal
 import stat
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from fa_doctor import interrupt
 from fa_doctor.result import EXIT_ERROR, CannotRun, Result, error_result, interrupted_result
 
 Run = Callable[[Callable[[str], None], Any], Result]
@@ -107,13 +109,29 @@ def deliver(result: Result, out: Outputs, stream: IO[str] | None = None) -> int:
         else:
             sys.stderr.write("fa-doctor: --step-summary: GITHUB_STEP_SUMMARY is not set; no summary written\n")
     try:
-        write(stream, text)
+        with _signals_held():  # the report goes out whole; a signal after it ends the run (128+N), no second one
+            write(stream, text)
+            interrupt.finishing()
+        interrupt.checkpoint("delivered")
     except BrokenPipeError:  # `fa-doctor check | head`: the reader left; say nothing more
         _silence(stream)
         return EXIT_ERROR
     for problem in problems:
         sys.stderr.write(f"fa-doctor: {problem}\n")
     return EXIT_ERROR if problems else result.exit_code
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, interrupt.SIGNALS)
+    except (ValueError, OSError):
+        old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _silence(stream: IO[str]) -> None:
@@ -135,6 +153,7 @@ def run_and_deliver(
             early.close()  # it guessed another interpreter: end its child now, not at exit
         early = None
     try:
+        interrupt.checkpoint("run")
         with progress_to_stderr(color=out.color(sys.stderr)) as progress:
             result = run(progress, early)
     except (TargetError, CannotRun) as exc:
@@ -271,6 +290,8 @@ def main_guard(app: Any, args: list[str], early: object) -> int:
                     message = f"internal error: {type(exc).__name__}: {exc}"
                     code = _error_out(app, args, error_result(command, message))
     finally:
+        interrupt.finishing()  # decided: from here a signal only ends the process (128+N), without a traceback
+        interrupt.checkpoint("cleanup")
         proc.terminate_all()  # the early target probe of a usage error, anything a crash left behind
     code = code if isinstance(code, int) else 0
     if stdout_lost and code in (0, 1):

@@ -6,7 +6,9 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ID = re.compile(r'"((?:gpu|torch|package|override|knob|selection|smoke|import|internal|binary|explain|fix)\.[a-z_]+)"')
+ID = re.compile(
+    r'"((?:gpu|torch|package|override|knob|selection|smoke|import|internal|binary|explain|fix|exec)\.[a-z_]+)"'
+)
 
 
 def test_every_finding_id_is_documented() -> None:

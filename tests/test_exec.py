@@ -190,11 +190,14 @@ def test_sglang_launches_are_read(argv: list[str], sglang: bool, flags: tuple[st
 def test_launch_interpreter_from_a_console_script_shebang(tmp_path: Path) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
+    (tmp_path / "venv").mkdir()
+    venv_python = tmp_path / "venv" / "python3"
+    venv_python.symlink_to(sys.executable)
     script = bindir / "sglang"
-    script.write_text("#!/opt/sglang/.venv/bin/python3\nimport sys\n")
+    script.write_text(f"#!{venv_python}\nimport sys\n")
     script.chmod(0o755)
     launch = parse_launch(["sglang", "serve", "--attention-backend", "fa4"], {"PATH": str(bindir)})
-    assert launch.python == "/opt/sglang/.venv/bin/python3" and launch.flags.attention == "fa4"
+    assert launch.python == str(venv_python) and launch.flags.attention == "fa4"
 
 
 def test_launch_flags_drive_the_check(fenv: FakeEnv, tmp_path: Path) -> None:

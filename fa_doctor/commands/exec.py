@@ -1,20 +1,25 @@
 """`fa-doctor exec [check options] -- COMMAND ...`: check, then become COMMAND (same PID, its signals, its exit).
 
-The check reads what COMMAND will run: its interpreter (unless `--python` says otherwise) and, for an SGLang
-launch, its `--attention-backend`/`--prefill-attention-backend`/`--decode-attention-backend`. A server needs a
-GPU, so a missing one fails unless `--allow-no-gpu`.
+The check reads what COMMAND will run (`commands/launch.py`): its interpreter (unless `--python` says
+otherwise), followed through `env` and `#!` lines; the environment it will get (fa-doctor's, less the override
+with `--unset-override`, then `env`'s own `-i`/`-u`/assignments); and, for an SGLang launch, its backend flags.
+When the interpreter cannot be told (a shell script that execs python), the check says so (`exec.python_unknown`,
+a warning naming `--python`) and inspects the `python3` on the server's PATH, never fa-doctor's own silently.
+A server needs a GPU, so a missing one fails unless `--allow-no-gpu`.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from fa_doctor.commands.launch import Launch, parse_launch
+from fa_doctor.commands.launch import Launch, parse_launch, shebang
 from fa_doctor.commands.options import CheckOptions
+from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.result import Result
 
@@ -22,7 +27,8 @@ if TYPE_CHECKING:
     from fa_doctor.probes.target import TargetProbe
 
 EXIT_NOT_FOUND = 127  # as a shell reports a command it cannot find
-EXIT_NOT_EXECUTABLE = 126
+EXIT_NOT_EXECUTABLE = 126  # and one it cannot run (a missing #! interpreter: "bad interpreter")
+UNKNOWN_ID = "exec.python_unknown"
 
 
 @dataclass(frozen=True)
@@ -35,18 +41,24 @@ class ExecOptions:
 
 
 def server_env(options: ExecOptions, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What fa-doctor hands to COMMAND (before any `env` in COMMAND changes it)."""
     out = dict(os.environ if env is None else env)
     if options.unset_override:
         out.pop(OVERRIDE, None)
     return out
 
 
+def fallback_python(launch: Launch) -> str:
+    """The Python to inspect when COMMAND's cannot be told: the server's `python3` (or `python`), else ours."""
+    path = launch.env.get("PATH") or os.defpath
+    return shutil.which("python3", path=path) or shutil.which("python", path=path) or sys.executable
+
+
 def plan(options: ExecOptions, env: Mapping[str, str] | None = None) -> tuple[CheckOptions, Launch]:
     """The check that fits COMMAND: its interpreter, its backend flags, the environment it will get."""
-    child_env = server_env(options, env)
-    launch = parse_launch(options.command, child_env)
+    launch = parse_launch(options.command, server_env(options, env))
     check = options.check
-    python = check.python or launch.python
+    python = check.python or launch.python or fallback_python(launch)
     flags = launch.flags if launch.sglang else check.flags
     return (
         replace(
@@ -54,9 +66,26 @@ def plan(options: ExecOptions, env: Mapping[str, str] | None = None) -> tuple[Ch
             python=python,
             flags=flags,
             require_gpu=check.require_gpu or not options.allow_no_gpu,
-            env=child_env,
+            env=dict(launch.env),
         ),
         launch,
+    )
+
+
+def unknown_python(launch: Launch, checked: str) -> Finding:
+    return Finding(
+        UNKNOWN_ID,
+        Severity.WARN,
+        "Which Python COMMAND runs could not be told; the check inspected another one",
+        f"{launch.problem}. Checked instead: {checked} (the first python3 on the server's PATH, else fa-doctor's "
+        "own). The server may run a different environment.",
+        {"command": list(launch.argv), "why": launch.problem, "checked": checked},
+        (
+            Remedy(
+                "Name the server's interpreter: fa-doctor exec --python /path/to/venv/bin/python -- COMMAND ...",
+                (f"fa-doctor exec --python /path/to/venv/bin/python -- {launch.argv[0] if launch.argv else ''} ...",),
+            ),
+        ),
     )
 
 
@@ -64,32 +93,56 @@ def run(
     options: ExecOptions,
     progress: Callable[[str], None] | None = None,
     pending: TargetProbe | None = None,
-    planned: CheckOptions | None = None,
+    planned: tuple[CheckOptions, Launch] | None = None,
 ) -> Result:
-    """`planned`: plan(options)'s check, when the caller made it already (it read COMMAND once). `pending` must
-    probe that check's interpreter (the CLI's delivery drops an early probe that guessed another)."""
+    """`planned`: plan(options), when the caller made it already (it read COMMAND once). `pending` must probe that
+    check's interpreter (the CLI's delivery drops an early probe that guessed another)."""
     from fa_doctor.commands import check
 
-    check_options = planned or plan(options)[0]
-    return replace(check.run(check_options, progress, pending), command="exec")
+    check_options, launch = planned or plan(options)
+    result = replace(check.run(check_options, progress, pending), command="exec")
+    if options.check.python or launch.python or result.error:
+        return result
+    return replace(result, findings=(unknown_python(launch, check_options.python or sys.executable), *result.findings))
 
 
-def may_start(result: Result, options: ExecOptions) -> bool:
+def may_start(result: Result, options: ExecOptions, delivered: int = 0) -> bool:
+    """`delivered`: the delivery's exit code (2 when a report file could not be written: not started either)."""
+    if delivered == 2 and result.exit_code != 2:
+        return False
     return result.exit_code == 0 or (options.warn_only and result.signal is None)
 
 
+def _cannot_start(command: Sequence[str], env: Mapping[str, str], exc: OSError) -> tuple[str, int]:
+    """What a shell would say: not found, a missing #! interpreter ("bad interpreter"), not executable."""
+    name = command[0]
+    where = name if "/" in name else shutil.which(name, path=env.get("PATH") or os.defpath)
+    if isinstance(exc, FileNotFoundError) and where and os.path.isfile(where):
+        found = shebang(where)
+        interpreter = found[0] if found else None
+        if interpreter and not os.path.exists(interpreter):
+            return f"{name!r}: bad interpreter {interpreter!r}: no such file", EXIT_NOT_EXECUTABLE
+    if isinstance(exc, FileNotFoundError):
+        return f"{name!r}: command not found", EXIT_NOT_FOUND
+    if isinstance(exc, PermissionError):
+        return f"{name!r}: not executable", EXIT_NOT_EXECUTABLE
+    return f"{name!r}: cannot start it ({exc.strerror or exc})", EXIT_NOT_EXECUTABLE
+
+
 def become(command: Sequence[str], env: Mapping[str, str]) -> int:
-    """Replace this process with COMMAND. Returns an exit code only when it cannot be started."""
+    """Replace this process with COMMAND, with the signal dispositions a shell would give it. Returns an exit
+    code only when it cannot be started."""
+    from fa_doctor import interrupt
+    from fa_doctor.render.escape import escape
+
     sys.stdout.flush()
     sys.stderr.flush()
+    interrupt.restore_for_exec()
+    interrupt.checkpoint("exec")
     try:
         os.execvpe(command[0], list(command), dict(env))
-    except FileNotFoundError:
-        sys.stderr.write(f"fa-doctor exec: {command[0]!r}: command not found\n")
-        return EXIT_NOT_FOUND
-    except PermissionError:
-        sys.stderr.write(f"fa-doctor exec: {command[0]!r}: not executable\n")
-        return EXIT_NOT_EXECUTABLE
-    except OSError as exc:
-        sys.stderr.write(f"fa-doctor exec: {command[0]!r}: cannot start it ({exc.strerror or exc})\n")
-        return EXIT_NOT_EXECUTABLE
+    except (OSError, ValueError) as exc:
+        error = exc if isinstance(exc, OSError) else OSError(str(exc))
+        message, code = _cannot_start(command, env, error)
+        sys.stderr.write(f"fa-doctor exec: {escape(message)}\n")
+        return code

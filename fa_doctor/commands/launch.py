@@ -1,7 +1,12 @@
-"""What a server launch command will run: its interpreter and, for SGLang, its attention-backend flags.
+"""What a server launch command will run: its interpreter, the environment it gets and, for SGLang, its
+attention-backend flags.
 
 Read by `exec` (what to check before replacing itself with the command) and by `entry` (which interpreter to
-start probing early). Nothing here is interpreted as fa-doctor's own option: the command is only read.
+start probing early). The command is followed the way the kernel and `env` would run it, without running
+anything: `env` (assignments, `-i`, `-u NAME`, `-S "..."`, `-C DIR`, `--`), `#!` lines (Linux passes what
+follows the interpreter as one argument: `#!/usr/bin/env -S python3 -X utf8`), and the interpreter's own options
+(`python -X utf8 -msglang.launch_server`, `-Bm mod`, `-c`). Where the Python cannot be told (a shell script, a
+binary, `uv run`), `problem` says why and `python` is None: the caller must not guess silently.
 """
 
 from __future__ import annotations
@@ -10,12 +15,11 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fa_doctor.facts import BackendFlags
 
-_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?t?)?$")
 _SGLANG_MODULES = ("sglang.launch_server", "sglang.cli.serve")
 _FLAGS = {
     "--attention-backend": "attention",
@@ -23,6 +27,14 @@ _FLAGS = {
     "--decode-attention-backend": "decode",
 }
 _SHEBANG_BYTES = 512
+_HOPS = 8  # env, #!, env -S, ... (Linux itself follows at most 4 interpreters)
+_PY_ARG_OPTS = "WX"  # take a value, then parsing goes on
+_PY_LONG_WITH_ARG = ("--check-hash-based-pycs",)
+_ENV_FLAGS = "i0v"
+_ENV_ARG_OPTS = "uCSP"
+_ENV_LONG_FLAGS = ("--ignore-environment", "--null", "--debug", "--list-signal-handling")
+_ENV_LONG_SIGNALS = ("--default-signal", "--ignore-signal", "--block-signal")
+_S_ESCAPES = {"n": "\n", "t": "\t", "f": "\f", "v": "\v", "r": "\r", "#": "#", "$": "$", '"': '"', "'": "'"}
 
 
 @dataclass(frozen=True)
@@ -31,19 +43,18 @@ class Launch:
     python: str | None = None  # the interpreter the command runs with, when it can be told
     sglang: bool = False  # an SGLang server launch
     flags: BackendFlags = field(default_factory=BackendFlags)
+    env: Mapping[str, str] = field(default_factory=dict)  # what the server process gets, after env's changes
+    problem: str | None = None  # why the interpreter could not be told
 
 
-def _shebang_python(path: str) -> str | None:
-    """The interpreter of a console script (`#!/opt/venv/bin/python3`), read with a bounded, non-blocking open."""
-    from fa_doctor.probes import files
+@dataclass
+class _State:
+    env: dict[str, str]
+    cwd: str
 
-    head = files.read(path, _SHEBANG_BYTES).data or b""
-    if not head.startswith(b"#!"):
-        return None
-    words = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
-    if words and os.path.basename(words[0]) == "env" and len(words) > 1:
-        return shutil.which(words[1]) or words[1]
-    return words[0] if words and _PYTHON.match(os.path.basename(words[0])) else None
+
+class _Refused(Exception):
+    """`env` itself would refuse this command line (a bad option, an unterminated quote in -S)."""
 
 
 def _backend_flags(args: Sequence[str]) -> BackendFlags:
@@ -62,29 +73,232 @@ def _backend_flags(args: Sequence[str]) -> BackendFlags:
     return BackendFlags(found.get("attention"), found.get("prefill"), found.get("decode"))
 
 
-def parse_launch(argv: Sequence[str], env: Mapping[str, str]) -> Launch:
+def _resolve(command: str, state: _State) -> str | None:
+    """Where execvp would find `command` with the server's PATH (relative paths against the working folder)."""
+    if "/" in command:
+        path = os.path.join(state.cwd, command)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return shutil.which(command, path=state.env.get("PATH") or os.defpath)
+
+
+def shebang(path: str) -> tuple[str, str | None] | None:
+    """The `#!` interpreter of a script and its one optional argument (Linux keeps the rest of the line as one
+    argument); read with a bounded, non-blocking open."""
+    from fa_doctor.probes import files
+
+    head = files.read(path, _SHEBANG_BYTES).data or b""
+    if not head.startswith(b"#!"):
+        return None
+    line = head[2:].split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip(" \t")  # a CR stays, as in Linux
+    interpreter, _, rest = line.replace("\t", " ").partition(" ")
+    rest = rest.strip(" ")
+    return (interpreter, rest or None) if interpreter else None
+
+
+def split_string(text: str, env: Mapping[str, str]) -> list[str]:
+    """`env -S`'s splitting: blanks separate, quotes group, backslash escapes, `${NAME}` expands, `#` starts a
+    comment where a word would start, `\\c` ends it all, `\\_` is a blank (a separator outside quotes)."""
+    out: list[str] = []
+    word: str | None = None
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            if c == "'":
+                quote = None
+            elif c == "\\" and text[i + 1 : i + 2] in ("\\", "'"):
+                word = (word or "") + text[i + 1]
+                i += 1
+            else:
+                word = (word or "") + c
+        elif c == "\\":
+            n = text[i + 1 : i + 2]
+            i += 1
+            if n == "c" and quote is None:
+                break
+            if n == "_":
+                if quote is None:
+                    if word is not None:
+                        out.append(word)
+                    word = None
+                else:
+                    word = (word or "") + " "
+            elif n in _S_ESCAPES or n == "\\":
+                word = (word or "") + _S_ESCAPES.get(n, "\\")
+            else:
+                raise _Refused(f"env -S: invalid escape \\{n}")
+        elif c == "$" and text[i + 1 : i + 2] == "{":
+            end = text.find("}", i)
+            name = text[i + 2 : end] if end > 0 else ""
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise _Refused("env -S: a ${NAME} that env cannot expand")
+            word = (word or "") + env.get(name, "")
+            i = end
+        elif quote is None and c in "'\"":
+            quote, word = c, word or ""
+        elif quote == '"' and c == '"':
+            quote = None
+        elif quote is None and c in " \t\n\v\f\r":
+            if word is not None:
+                out.append(word)
+            word = None
+        elif quote is None and c == "#" and word is None:
+            break
+        else:
+            word = (word or "") + c
+        i += 1
+    if quote is not None:
+        raise _Refused("env -S: no closing quote")
+    if word is not None:
+        out.append(word)
+    return out
+
+
+def _follow_env(args: list[str], state: _State) -> list[str]:
+    """`env [OPTION]... [NAME=VALUE]... COMMAND`: apply what it changes to `state`; returns COMMAND and its args."""
+    ignore, unset, i = False, [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            i += 1
+            break
+        if arg == "-":
+            ignore, i = True, i + 1
+            continue
+        if arg.startswith("--"):
+            name, eq, value = arg.partition("=")
+            if name in _ENV_LONG_FLAGS:
+                ignore = ignore or name == "--ignore-environment"
+            elif name in _ENV_LONG_SIGNALS:
+                pass
+            elif name in ("--unset", "--chdir", "--split-string"):
+                if not eq:
+                    if i + 1 >= len(args):
+                        raise _Refused(f"env: {name} needs a value")
+                    i, value = i + 1, args[i + 1]
+                if name == "--split-string":
+                    args, i = [*split_string(value, state.env), *args[i + 1 :]], 0
+                    continue
+                if name == "--unset":
+                    unset.append(value)
+                else:
+                    state.cwd = os.path.join(state.cwd, value)
+            else:
+                raise _Refused(f"env: unknown option {arg}")
+            i += 1
+            continue
+        if not arg.startswith("-"):
+            break
+        j, restart = 1, False
+        while j < len(arg):
+            ch = arg[j]
+            if ch in _ENV_FLAGS:
+                ignore = ignore or ch == "i"
+                j += 1
+                continue
+            if ch not in _ENV_ARG_OPTS:
+                raise _Refused(f"env: unknown option -{ch}")
+            value = arg[j + 1 :]
+            if not value:
+                if i + 1 >= len(args):
+                    raise _Refused(f"env: -{ch} needs a value")
+                i, value = i + 1, args[i + 1]
+            if ch == "u":
+                unset.append(value)
+            elif ch == "C":
+                state.cwd = os.path.join(state.cwd, value)
+            elif ch == "S":
+                args, i, restart = [*split_string(value, state.env), *args[i + 1 :]], 0, True
+            elif ch == "P":
+                raise _Refused("env -P (a BSD search path) is not followed")
+            break
+        if not restart:
+            i += 1
+    if ignore:
+        state.env.clear()
+    for name in unset:
+        state.env.pop(name, None)
+    while i < len(args) and "=" in args[i]:
+        name, _, value = args[i].partition("=")
+        if not name:
+            raise _Refused(f"env: cannot set {args[i]!r}")
+        state.env[name] = value
+        i += 1
+    return args[i:]
+
+
+def _python_launch(argv: tuple[str, ...], python: str | None, args: list[str], state: _State) -> Launch:
+    """`python [options] (-m MODULE | -c CMD | SCRIPT | -) [args]`, options combined as CPython allows (`-Bm`)."""
+
+    def made(sglang: bool = False, after: Sequence[str] = ()) -> Launch:
+        flags = _backend_flags(after) if sglang else BackendFlags()
+        return Launch(argv, python, sglang, flags, dict(state.env))
+
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--" or arg == "-" or not arg.startswith("-"):
+            script_at = i + 1 if arg == "--" else i
+            script = args[script_at] if script_at < len(args) else ""
+            after = args[script_at + 1 :]
+            return made(os.path.basename(script) == "sglang" and after[:1] == ["serve"], after[1:])
+        if arg.startswith("--"):
+            i += 2 if arg in _PY_LONG_WITH_ARG else 1
+            continue
+        for j in range(1, len(arg)):
+            ch = arg[j]
+            if ch in "cm" + _PY_ARG_OPTS:
+                inline = arg[j + 1 :]
+                value = inline or (args[i + 1] if i + 1 < len(args) else "")
+                i += 1 if inline else 2
+                if ch == "c":
+                    return made()
+                if ch == "m":
+                    after = args[i:]
+                    serve = value == "sglang" and after[:1] == ["serve"]
+                    return made(value in _SGLANG_MODULES or serve, after[1:] if serve else after)
+                break
+        else:
+            i += 1
+    return made()
+
+
+def parse_launch(argv: Sequence[str], env: Mapping[str, str], cwd: str | None = None) -> Launch:
+    """`env`: what fa-doctor passes to COMMAND; the result's `env` is what the server gets after `env`'s changes."""
+    state = _State(dict(env), cwd or os.getcwd())
+    full = tuple(argv)
     args = list(argv)
-    start = 0
-    if args and os.path.basename(args[0]) == "env":  # env [VAR=value ...] COMMAND
-        start = 1
-        while start < len(args) and (_ASSIGNMENT.match(args[start]) or args[start] in ("-i", "-")):
-            start += 1
-    rest = args[start:]
-    if not rest:
-        return Launch(tuple(argv))
-    head = os.path.basename(rest[0])
-    path = env.get("PATH") or os.defpath
-    if _PYTHON.match(head):
-        python = shutil.which(rest[0], path=path) or rest[0]
-        for i, arg in enumerate(rest[1:-1], start=1):
-            if arg == "-m":
-                module = rest[i + 1]
-                sglang = module in _SGLANG_MODULES or (module == "sglang" and "serve" in rest[i + 2 : i + 3])
-                after = rest[i + 2 :]
-                return Launch(tuple(argv), python, sglang, _backend_flags(after) if sglang else BackendFlags())
-        return Launch(tuple(argv), python)
-    script = shutil.which(rest[0], path=path)
-    interpreter = _shebang_python(script) if script else None
-    if head == "sglang" and rest[1:2] == ["serve"]:
-        return Launch(tuple(argv), interpreter, True, _backend_flags(rest[2:]))
-    return Launch(tuple(argv), interpreter)
+
+    def unknown(problem: str, args: Sequence[str] = ()) -> Launch:
+        serve = bool(args) and os.path.basename(args[0]) == "sglang" and list(args[1:2]) == ["serve"]
+        flags = _backend_flags(args[2:]) if serve else BackendFlags()
+        return Launch(full, None, serve, flags, dict(state.env), problem)
+
+    try:
+        for _ in range(_HOPS):
+            if not args or not args[0]:
+                return unknown("there is no command to run")
+            head, name = args[0], os.path.basename(args[0])
+            if name == "env":
+                args = _follow_env(args[1:], state)
+                continue
+            where = _resolve(head, state)
+            missing = f"{head} does not exist" if "/" in head else f"{head} is not on the server's PATH"
+            if _PYTHON.match(name):  # what it would run is read even when the interpreter is missing
+                launch = _python_launch(full, where, args[1:], state)
+                return launch if where else replace(launch, problem=missing)
+            if where is None:
+                return unknown(missing, args)
+            found = shebang(where)
+            if found is None:
+                return unknown(f"{where} is not a Python script (a binary, or a script without #!)", args)
+            interpreter, optional = found
+            if not os.path.exists(os.path.join(state.cwd, interpreter)):
+                return unknown(f"{where}: its #! interpreter {interpreter} does not exist", args)
+            if os.path.basename(interpreter) != "env" and not _PYTHON.match(os.path.basename(interpreter)):
+                return unknown(f"{where} is run by {interpreter}, a wrapper fa-doctor cannot see through", args)
+            args = [interpreter, *([optional] if optional else []), where, *args[1:]]
+        return unknown("too many levels of env and #! lines")
+    except _Refused as exc:
+        return unknown(str(exc))
