@@ -235,3 +235,63 @@ def test_a_signal_while_the_interpreter_exits(fenv: Any, sig: int, code: int) ->
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
     assert proc.returncode == code
     assert json.loads(proc.stdout)["target"]["executable"] == fenv.python  # the report, once
+
+
+# ---- hostile round: repeated signals, every format, exec, report files ---------------------------------
+
+
+def paused_twice(args: list[str], point: str, first: int, second: int) -> subprocess.CompletedProcess[str]:
+    """Two signals back to back: which one the child takes first is the kernel's business, not the test's."""
+    read_end, write_end = os.pipe()
+    env = {**os.environ, "FA_DOCTOR_TEST_PAUSE_AT": point, "FA_DOCTOR_TEST_PAUSE_FD": str(write_end)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fa_doctor", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        pass_fds=(write_end,),
+    )
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "r") as announced:
+            ready, _, _ = select.select([announced], [], [], 90)
+            assert ready and announced.readline() == point + "\n"
+        proc.send_signal(first)
+        proc.send_signal(second)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+@pytest.mark.parametrize("point", ["entry", "run", "delivered"])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(signal.SIGINT, signal.SIGTERM), (signal.SIGHUP, signal.SIGINT), (signal.SIGTERM, signal.SIGTERM)],
+)
+def test_a_second_signal_changes_nothing(fenv: Any, point: str, first: int, second: int) -> None:
+    proc = paused_twice(["check", "--no-smoke", "--json", "--python", fenv.python], point, first, second)
+    assert proc.returncode in (128 + first, 128 + second), proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    doc = json.loads(proc.stdout)  # one document, and it agrees with the exit code when it speaks of a signal
+    assert point == "delivered" or doc["exit_code"] == proc.returncode
+
+
+@pytest.mark.parametrize("fmt", ["github", "junit", "markdown"])
+def test_interrupted_in_every_format(fenv: Any, fmt: str) -> None:
+    proc = paused(["check", "--no-smoke", "--format", fmt, "--python", fenv.python], "run", signal.SIGINT)
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr and "interrupted by SIGINT" in proc.stdout
+
+
+def test_interrupted_still_writes_the_report_files(fenv: Any, tmp_path: Path) -> None:
+    junit = tmp_path / "r.xml"
+    proc = paused(["check", "--no-smoke", "--junit-xml", str(junit), "--python", fenv.python], "run", signal.SIGTERM)
+    assert proc.returncode == 143 and "interrupted by SIGTERM" in junit.read_text()
+
+
+def test_exec_interrupted_during_the_check_starts_nothing(fenv: Any, tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    args = ["exec", "--no-smoke", "--allow-no-gpu", "--python", fenv.python, "--", "touch", str(started)]
+    proc = paused(args, "run", signal.SIGINT)
+    assert proc.returncode == 130 and not started.exists() and "Traceback" not in proc.stderr

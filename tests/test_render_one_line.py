@@ -189,3 +189,47 @@ def test_exec_report_on_stderr_keeps_the_path_on_one_line(tmp_path: Path) -> Non
     proc = fa_doctor("exec", "--no-smoke", "--warn-only", "--python", python, "--", "true")
     assert proc.returncode == 0 and "PWNED1" in proc.stderr, proc.stderr
     assert_no_hostile_line(proc.stderr)
+
+
+# ---- hostile round: separators and command shapes in each text renderer ----------------------------------
+
+SEPARATORS = ["\n", "\r", "\r\n", "\x85", "\u2028", "\u2029", "\x0b", "\x0c"]
+LEADS = ["", " ", "\t", "\u00a0", "\u3000", "\u2003"]
+
+
+@pytest.mark.parametrize("fmt", ["human", "markdown", "junit"])
+@pytest.mark.parametrize("sep", SEPARATORS, ids=[f"{ord(s[-1]):04x}" for s in SEPARATORS])
+def test_every_line_separator_is_shown_not_obeyed(fmt: str, sep: str) -> None:
+    text = f"flash-attn{sep}::error::PWNED{sep}##[add-mask]PWNED"
+    result = Result("check", (Finding("x.y", Severity.FAIL, text, text, {"where": text}),))
+    out = rendered(result, fmt, True)
+    assert_no_hostile_line(out)
+    assert len(out.splitlines()) == len(
+        rendered(Result("check", (Finding("x.y", Severity.FAIL, "a", "a", {"where": "a"}),)), fmt, True).splitlines()
+    )
+
+
+@pytest.mark.parametrize("lead", LEADS, ids=[f"{ord(c):04x}" if c else "none" for c in LEADS])
+@pytest.mark.parametrize("fmt", ["human", "markdown", "junit"])
+def test_a_command_at_the_start_of_a_value_is_defused(fmt: str, lead: str) -> None:
+    row = {"distribution": lead + "::error::PWNED", "version": "1"}
+    result = Result(
+        "check", (Finding("x.y", Severity.WARN, lead + "::warning::PWNED2", lead + "::x::y", {"rows": [row]}),)
+    )
+    assert_no_hostile_line(rendered(result, fmt, True))
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100, 120])
+def test_a_folded_table_cell_cannot_start_a_line_with_a_command(width: int) -> None:
+    """Rich folds a long path in a table; wherever the fold falls, the new line does not start with `::`."""
+    for k in range(0, 90, 3):
+        path = "/o/" + "a" * k + "::error::PWNED" + "/b" * 40
+        result = Result("check", (Finding("x.y", Severity.WARN, "t", "d", {"rows": [{"location": path, "n": "1"}]}),))
+        assert_no_hostile_line(renderer_for("human", verbose=True, width=width).render(result))
+
+
+@pytest.mark.parametrize("shape", ["##[", "##[ ", "##[[", "x##[error]y", "##[group]"])
+def test_the_old_command_form_is_broken_anywhere(shape: str) -> None:
+    result = Result("check", (Finding("x.y", Severity.FAIL, shape, shape),))
+    for fmt in ("human", "markdown", "junit", "github"):
+        assert "##[" not in rendered(result, fmt, False), fmt

@@ -176,3 +176,83 @@ def test_a_hostile_report_path_is_shown_escaped(fenv: FakeEnv, tmp_path: Path) -
     assert proc.returncode == 2
     assert not any(line.startswith("::") for line in proc.stderr.splitlines())
     assert "\x1b" not in proc.stderr
+
+
+# ---- hostile round: more targets ------------------------------------------------------------------------
+
+
+def socket_file(tmp: Path) -> Path:
+    import socket
+
+    path = tmp / "report.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    sock.listen(1)  # kept open by the test's frame below
+    socket_file.keep = sock  # type: ignore[attr-defined]
+    return path
+
+
+def link_to_directory(tmp: Path) -> Path:
+    (tmp / "adir").mkdir()
+    (tmp / "report").symlink_to(tmp / "adir")
+    return tmp / "report"
+
+
+MORE: dict[str, tuple[Target, str]] = {
+    "unix socket": (socket_file, "cannot write"),
+    "link to a directory": (link_to_directory, "symbolic link"),
+    "/proc file": (lambda tmp: Path("/proc/self/status"), "cannot write"),
+    "/dev/zero": (lambda tmp: Path("/dev/zero"), "not a regular file"),
+}
+
+
+@pytest.mark.parametrize("option", ["--junit-xml", "summary"])
+@pytest.mark.parametrize("case", list(MORE))
+def test_more_targets_are_refused(fenv: FakeEnv, tmp_path: Path, option: str, case: str) -> None:
+    make, words = MORE[case]
+    args, env = _args(option, make(tmp_path))
+    proc = run(fenv, *args, env=env)
+    assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("path", ["", "TMP/new-report/", "TMP/missing/"])
+def test_an_empty_or_folder_path_is_refused(fenv: FakeEnv, tmp_path: Path, path: str) -> None:
+    proc = run(fenv, "--junit-xml", path.replace("TMP", str(tmp_path)))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "new-report").exists()
+
+
+def test_an_empty_step_summary_variable_says_so(fenv: FakeEnv) -> None:
+    proc = run(fenv, "--step-summary", env={"GITHUB_STEP_SUMMARY": ""})
+    assert proc.returncode in (0, 1) and "GITHUB_STEP_SUMMARY is not set" in proc.stderr
+
+
+def test_a_relative_path_is_written_in_the_working_folder(fenv: FakeEnv, tmp_path: Path) -> None:
+    fenv.torch()
+    proc = subprocess.run(
+        [sys.executable, "-m", "fa_doctor", "check", "--no-smoke", "--python", fenv.python, "--markdown", "r.md"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    assert (tmp_path / "r.md").read_text().startswith("## ")
+
+
+EXEC = [sys.executable, "-m", "fa_doctor", "exec", "--no-smoke", "--allow-no-gpu", "--step-summary"]
+
+
+def test_exec_with_an_unwritable_report_does_not_start_the_server(fenv: FakeEnv, tmp_path: Path) -> None:
+    fenv.torch()
+    fenv.fa4()
+    started = tmp_path / "started"
+    proc = subprocess.run(
+        [*EXEC, "--python", fenv.python, "--", "touch", str(started)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "GITHUB_STEP_SUMMARY": str(fifo(tmp_path))},
+    )
+    assert proc.returncode == 2 and "FIFO" in proc.stderr and not started.exists()

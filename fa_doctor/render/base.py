@@ -37,7 +37,12 @@ class Renderer(ABC):
     def render(self, result: Result) -> str:
         from fa_doctor.render.boundary import prepare
 
-        return self._for(result).format(prepare(result, one_line=self.one_line))
+        text = self._for(result).format(prepare(result, one_line=self.one_line))
+        if self.one_line and self.name != "github":  # github writes workflow commands on purpose
+            from fa_doctor.render.escape import defuse_lines
+
+            text = defuse_lines(text)  # a line a renderer wrapped (a folded table cell) cannot start with `::`
+        return text
 
     def _for(self, result: Result) -> Renderer:
         """The renderer of this format that the result's payload brings, if it brings its own (the fleet report)."""
