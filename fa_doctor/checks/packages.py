@@ -224,7 +224,9 @@ def requirements(facts: Facts) -> list[Finding]:
         torch_pin = any(_name_of(r) == "torch" for r, _ in unmet)
         missing = any(have == "not installed" for _, have in unmet)
         severity = Severity.FAIL if missing or torch_pin else Severity.WARN
-        detail = "; ".join(f"requires {r}, found {have}" for r, have in unmet)
+        # torch first: a pin on another torch decides what can be done about everything else.
+        ordered = sorted(unmet, key=lambda u: _name_of(u[0]) != names.TORCH)
+        detail = "; ".join(f"requires {r}, found {have}" for r, have in ordered)
         if torch_pin and dist.normalized not in names.SERVERS:
             detail += (
                 ". Its compiled kernels link against that torch's C++ symbols: with another torch, import fails "

@@ -169,6 +169,10 @@ def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
         else:
             specs.append(spec)
     out: list[Remedy] = []
+    if torch_spec and exact_pin(torch_spec) and specs:
+        # Installed around a torch the requirer does not accept, the rest would be built for the wrong torch:
+        # the coherent set-ups below come first, and each brings its own requirements.
+        specs = []
     if specs:
         out.append(
             Remedy(
