@@ -38,7 +38,7 @@ __all__ = [
 
 
 def normalize(name: str) -> str:
-    """PEP 503 name normalisation: `Flash_Attn.4` and `flash-attn-4` are the same distribution."""
+    """PEP 503 name normalisation: `Flash_Attn.4` and `flash-attn.4` are the same distribution."""
     out = name.lower().replace("_", "-").replace(".", "-")
     return re.sub(r"-{2,}", "-", out) if "--" in out else out  # the scan calls this once per distribution
 

@@ -247,3 +247,13 @@ def test_orjson_is_sglangs_requirement_not_the_dsl(fenv: FakeEnv) -> None:
     (install,) = _pips(planned)
     assert install.requirements == ("orjson",) and "torch==2.11.0" in install.constraints
     assert not any(r.startswith("torch") for r in install.requirements)
+
+
+def test_dsl_before_the_split_is_not_missing_libs_core(cli: Any, fenv: FakeEnv, tmp_path: Path) -> None:
+    """DSL 4.5.2 (flash-attn-4 b16-b19) has no libs-core release: its absence is no fault."""
+    fenv.torch("2.9.1+cu128", "12.8")
+    fenv.dist("nvidia-cutlass-dsl", "4.5.2", {"cutlass/__init__.py": "", "cutlass/cute/__init__.py": ""})
+    fenv.dist("nvidia-cutlass-dsl-libs-base", "4.5.2", {"nvidia_cutlass_dsl/libs/__init__.py": ""})
+    fenv.dist("flash-attn-4", "4.0.0b18", {"flash_attn/cute/__init__.py": ""})
+    run = cli("check", "--no-smoke", "--json", "--python", fenv.python, env=gpu_env(tmp_path, H200))
+    assert "nvidia-cutlass-dsl-libs-core" not in str(run.doc["findings"])

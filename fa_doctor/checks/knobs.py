@@ -12,7 +12,7 @@ Each rule below was read in released code, fetched with `pip download --no-deps`
   into `flash_attn_version` with a deprecation warning; `fa_utils.get_flash_attn_version` then asserts the
   version is supported (2 on SM>=8, 3 on SM 9.x, 4 on SM 10.x; 3 on SM 10.x falls back to 2), and an assertion
   failure makes FlashAttention unavailable. The vllm 0.15.0 and 0.16.0 wheels never read the variable.
-- flash-attn-4 4.0.0b36 wheel and SGLang 0.5.23's vendored copy, `flash_attn/cute/interface.py`
+- the FA4 4.0.0b36 wheel and SGLang 0.5.23's vendored copy, `flash_attn/cute/interface.py`
   `_get_device_arch`: `FLASH_ATTENTION_ARCH` picks the kernel path (SM80/SM90/SM100/SM120), parsed by
   `^(?:sm_?|SM_?)?(\\d+)(\\d)([af]?)$` (else `ValueError: Invalid arch format` at the first FA4 call); the
   compilation target is `CUTE_DSL_ARCH` (SGLang's AOT cache falls back to `sm_{major}{minor}` of the GPU).

@@ -46,7 +46,7 @@ def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
                 "package.none",
                 Severity.FAIL,
                 "No FlashAttention implementation is installed",
-                f"None of flash-attn, flash-attn-3, flash-attn-4, sglang-kernel, sglang or vllm is installed for "
+                f"None of {', '.join(sorted({i.distributions[0] for i in IMPLEMENTATIONS}))} is installed for "
                 f"{facts.target.executable}.",
                 {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
                 (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),

@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from fa_doctor.catalog import ecosystem, names
 from fa_doctor.facts import Facts
 from fa_doctor.families import FA2, FA3, FA3_SGL, FA4, FA4_SGLANG, IMPLEMENTATIONS, VLLM_FA, Implementation, normalize
 from fa_doctor.probes.distributions import Distribution
@@ -125,26 +126,27 @@ def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | N
 
 
 def _cute_runtime_problems(facts: Facts) -> list[str]:
-    """FA4 needs the CuTe DSL: `cutlass` comes from nvidia-cutlass-dsl-libs-core via a .pth file."""
+    """FA4 needs the CuTe DSL: from DSL 4.6.0 on `cutlass` comes from the libs-core split package via a .pth file
+    (before, from the metapackage's own wheel: catalog.ecosystem says which versions have which parts)."""
     out: list[str] = []
     py = facts.target.version[:2]
     path = facts.target.sys_path
-    if facts.scan.first("nvidia-cutlass-dsl-libs-core") and not facts.scan.named(
-        "nvidia-cutlass-dsl-libs-cu12", "nvidia-cutlass-dsl-libs-cu13"
-    ):
-        # The metapackage pulls libs-cu12 by default and libs-cu13 with [cu13]: one of them must be there.
-        out.append("neither nvidia-cutlass-dsl-libs-cu12 nor -libs-cu13 is installed: the CuTe DSL has no CUDA runtime")
+    dsl = facts.scan.first(names.CUTLASS_DSL)
+    split = dsl is None or not ecosystem.known(names.DSL_CORE) or ecosystem.exists(names.DSL_CORE, dsl.version)
+    if facts.scan.first(names.DSL_CORE) and not facts.scan.named(names.DSL_CU12, names.DSL_CU13):
+        # The metapackage pulls libs-cu12 (and libs-cu13 with [cu13]): one of them must be there.
+        out.append(f"neither {names.DSL_CU12} nor -libs-cu13 is installed: the CuTe DSL has no CUDA runtime")
     cute = resolve("cutlass.cute", path, (py[0], py[1]))
     if cute.found:
         return out
-    core = facts.scan.first("nvidia-cutlass-dsl-libs-core")
+    core = facts.scan.first(names.DSL_CORE)
     dsl_dirs = [
         os.path.join(d.location, "nvidia_cutlass_dsl", "dsl_packages")
-        for d in facts.scan.named("nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl-libs-base")
+        for d in facts.scan.named(names.DSL_CORE, names.DSL_BASE)
     ]
-    if core is None:
+    if core is None and split:
         out.append(
-            "nvidia-cutlass-dsl-libs-core is not installed, so `import cutlass.cute` fails "
+            f"{names.DSL_CORE} is not installed, so `import cutlass.cute` fails "
             "(it carries the cutlass Python package; libs-base/libs-cu13 hold only compiled parts)"
         )
     elif any(os.path.isdir(d) for d in dsl_dirs) and not any(d in path for d in dsl_dirs):

@@ -6,6 +6,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from fa_doctor.catalog import names
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
 
@@ -88,7 +89,8 @@ def implementation_for(version: int, facts: Facts, states: dict[str, ImplState])
             kernel = states["fa3-sgl"]
             if not kernel.installed:
                 reasons.append(
-                    "SGLang imports sgl_kernel (merge_state_v2) even for FA4, and sglang-kernel is not installed"
+                    "SGLang imports sgl_kernel (merge_state_v2) even for FA4, "
+                    f"and {names.SGLANG_KERNEL} is not installed"
                 )
         return state, [*state.problems(), *reasons]
     candidates = {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])

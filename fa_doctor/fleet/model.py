@@ -18,7 +18,7 @@ class Install:
     """What a fingerprint is made of: the same values on two nodes mean the same install on the same hardware
     model, so a different result between them is the node's, not the image's."""
 
-    packages: tuple[str, ...] = ()  # "flash-attn-4 4.0.0b36", sorted
+    packages: tuple[str, ...] = ()  # "<name> <version>", sorted
     torch: str | None = None  # "2.11.0+cu130 (CUDA 13.0)"
     driver: str | None = None  # "580.159.04 (CUDA 13.0)"
     gpus: tuple[str, ...] = ()  # distinct models: "NVIDIA H200 (9.0)"

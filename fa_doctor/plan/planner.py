@@ -2,7 +2,7 @@
 
 Rules it holds for every install (docs/remedies.md):
 - constraints: the installed torch and every exact pin of the server, its pin of the package being installed
-  included (sglang 0.5.23 -> sglang-kernel==0.4.10);
+  included (sglang 0.5.23 pins its kernel package ==0.4.10);
 - an explicit version where the index has only pre-releases; `--no-cache-dir` on every rebuild;
 - only commands the resolver can satisfy: where none exists (the server pins another torch than the one
   installed) it says so and offers the coherent alternatives, the one that moves torch marked as such;

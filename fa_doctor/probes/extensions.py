@@ -39,7 +39,7 @@ _MAX_LIBRARIES = 64
 @dataclass(frozen=True)
 class Extension:
     impl: str  # implementation key: fa2, fa3, fa3-sgl, vllm-fa
-    dist: str  # "sglang-kernel 0.4.10"
+    dist: str  # "<distribution> <version>"
     path: str
     relpath: str  # as RECORD names it, relative to the distribution's site directory
 

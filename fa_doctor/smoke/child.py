@@ -116,7 +116,7 @@ _CACHE_OWN = frozenset(
     }
 )
 _CACHE_DIRS = {
-    "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": "flash-attn",  # flash-attn-4 and SGLang's older vendored copy
+    "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": "flash-attn",  # FA4 and SGLang's older vendored copy
     "SGLANG_CUTE_AOT_CACHE_DIR": "sglang-aot",  # SGLang's vendored FA4 (sglang.kernels.jit.cute_aot_cache)
     "CUTE_DSL_CACHE_DIR": "cute-dsl",  # the CuTe DSL's own file cache
 }
@@ -145,7 +145,7 @@ def cache_identity(config: dict[str, Any], torch: Any) -> dict[str, Any]:
 
 def use_cache(channel: Channel, config: dict[str, Any], torch: Any) -> None:
     """Point every FA4 compile cache at a folder named by the identity's hash, before the module is imported
-    (flash-attn-4 reads its variables at import)."""
+    (FA4 reads its variables at import)."""
     identity = cache_identity(config, torch)
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     folder = os.path.join(str(config["cache_root"]), key)

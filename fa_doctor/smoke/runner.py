@@ -22,19 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from fa_doctor import proc
+from fa_doctor.catalog import names
 from fa_doctor.smoke import APIS, CaseResult, SmokeResult, SmokeTarget, case_specs
 from fa_doctor.smoke.classify import ImportProblem, classify
 
 # Versions the child looks up only when the import fails, for exact remedies.
 _DISTS = {
-    "fa2": ("flash-attn",),
+    "fa2": (names.FLASH_ATTN,),
     "fa3": ("flash_attn_3",),
-    "sgl": ("sglang-kernel", "sgl-kernel"),
-    "cute": ("flash-attn-4", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-core", "quack-kernels", "apache-tvm-ffi"),
-    "vllm": ("vllm",),
+    "sgl": names.SGL_KERNELS,
+    "cute": (names.FLASH_ATTN_4, names.CUTLASS_DSL, names.DSL_CORE, names.QUACK, names.TVM_FFI),
+    "vllm": (names.VLLM,),
 }
 # What the FA4 compile cache's identity records the versions of (see child.cache_identity).
-_CACHE_DISTS = (*_DISTS["cute"], "nvidia-cutlass-dsl-libs-base", "sglang", "sglang-kernel", "torch")
+_CACHE_DISTS = (*_DISTS["cute"], names.DSL_BASE, names.SGLANG, names.SGLANG_KERNEL, names.TORCH)
 _TAIL = 4096
 # Bounds on what the child may send: it runs the target's code, which may write anything on the pipe.
 _MAX_LINE = 1 << 20
