@@ -70,10 +70,6 @@ class TargetFacts:
     no_site: bool
     cwd: str | None = None  # the target's working directory; None when it was deleted
 
-    @property
-    def python_tag(self) -> str:
-        return f"cp{self.version[0]}{self.version[1]}"
-
     def to_dict(self) -> dict[str, object]:
         return {
             "python": self.python,
