@@ -279,3 +279,31 @@ def test_cpu_torch_becomes_the_cuda_build_of_the_same_release(
     code, items, log = dry_run(action, env, wheels, tmp_path)
     assert code == 0, log
     assert {i["metadata"]["name"]: i["metadata"]["version"] for i in items}["torch"] == "2.13.0+cu126"
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        "ModuleNotFoundError: No module named 'sgl_kernel'",
+        "ModuleNotFoundError: No module named 'cutlass'",
+        "ImportError: flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi",
+    ],
+)
+def test_explain_installs_resolve_as_checks_do(
+    cli: Any, env: FakeEnv, wheels: Path, tmp_path: Path, paste: str
+) -> None:
+    """explain --python plans through the same planner: each install it prints resolves, torch held."""
+    env.torch("2.14.1+cu130", "13.0")
+    _sglang(env)
+    env.fa2(native=False)
+    run = cli("explain", paste, "--json", "--python", env.python, env=gpu_env(tmp_path, H200))
+    proven = 0
+    for fid, action in pip_actions(run.doc["findings"]):
+        if not resolvable(action):
+            continue
+        code, items, log = dry_run(action, env, wheels, tmp_path)
+        assert code == 0, f"{fid}: {A.render(action)}\n{log[-3000:]}"
+        installs = {normalize(i["metadata"]["name"]): i["metadata"]["version"] for i in items}
+        assert "torch" not in installs, A.render(action)
+        proven += 1
+    assert proven, "explain printed no install to prove"
