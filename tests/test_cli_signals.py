@@ -24,6 +24,14 @@ from typing import Any
 import pytest
 
 
+def default_signals() -> None:
+    """In the child before exec: SIGINT, SIGTERM, SIGHUP at their defaults, whatever this test process inherited
+    (a suite started in the background of a script has SIGINT ignored, and fa-doctor keeps what its caller
+    ignored)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def _processes_with(marker: str) -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -75,6 +83,7 @@ def test_signal_during_a_probe_ends_every_child(tmp_path: Path, sig: int, code: 
     proc = subprocess.Popen(
         [sys.executable, "-m", "fa_doctor", "check", "--no-smoke", "--json", "--python", python],
         stdout=subprocess.PIPE,
+        preexec_fn=default_signals,
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -109,6 +118,7 @@ def test_timeout_command_leaves_no_child(tmp_path: Path) -> None:
             python,
         ],
         capture_output=True,
+        preexec_fn=default_signals,
         text=True,
         timeout=30,
     )
@@ -122,6 +132,7 @@ def test_usage_error_does_not_orphan_the_early_probe(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "fa_doctor", "check", "--python", python, "--bogus"],
         capture_output=True,
+        preexec_fn=default_signals,
         text=True,
         timeout=30,
     )
@@ -146,6 +157,7 @@ def paused(
     proc = subprocess.Popen(
         [sys.executable, "-m", "fa_doctor", *args],
         stdout=subprocess.PIPE,
+        preexec_fn=default_signals,
         stderr=subprocess.PIPE,
         text=True,
         env=full,
@@ -231,7 +243,14 @@ def test_a_signal_while_the_interpreter_exits(fenv: Any, sig: int, code: int) ->
         "from fa_doctor.entry import main\n"
         f"sys.exit(main(['check', '--no-smoke', '--json', '--python', {fenv.python!r}]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=default_signals,
+    )
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
     assert proc.returncode == code
     assert json.loads(proc.stdout)["target"]["executable"] == fenv.python  # the report, once
@@ -247,6 +266,7 @@ def paused_twice(args: list[str], point: str, first: int, second: int) -> subpro
     proc = subprocess.Popen(
         [sys.executable, "-m", "fa_doctor", *args],
         stdout=subprocess.PIPE,
+        preexec_fn=default_signals,
         stderr=subprocess.PIPE,
         text=True,
         env=env,

@@ -31,6 +31,12 @@ def healthy(fenv: FakeEnv) -> FakeEnv:
     return fenv
 
 
+def default_signals() -> None:
+    """What this test process inherited does not leak into fa-doctor (a backgrounded suite has SIGINT ignored)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def exec_(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None, **popen: Any
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
@@ -39,6 +45,7 @@ def exec_(
     report = tmp_path / "report.json"
     full = {**os.environ, **(env or {}), "REPORT_TO": str(report)}
     argv = [sys.executable, "-m", "fa_doctor", "exec", *[a.replace("SERVER", str(server)) for a in args]]
+    popen.setdefault("preexec_fn", default_signals)
     proc = subprocess.run(argv, capture_output=True, text=True, env=full, timeout=120, check=False, **popen)
     return proc, report
 
@@ -155,7 +162,7 @@ def test_what_the_caller_ignored_stays_ignored(fenv: FakeEnv, tmp_path: Path) ->
         "--",
         "/bin/cat",
         "/proc/self/status",
-        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+        preexec_fn=lambda: (default_signals(), signal.signal(signal.SIGHUP, signal.SIG_IGN)),
     )
     ignored = _ignored(proc.stdout)
     assert int(signal.SIGHUP) in ignored and int(signal.SIGPIPE) not in ignored
