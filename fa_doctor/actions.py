@@ -214,7 +214,49 @@ class EditFile:
         return ("fa-doctor", "fix", "--unset-override", *tail, "--env-file", self.path)
 
 
-Action = Union[SetEnv, UnsetEnv, PipInstall, PipUninstall, MovePath, RunCommand, EditFile]
+# A clone URL fa-doctor will hand to git: https only (no `ext::`, `file://`, `--upload-pack=`), no odd characters.
+_CLONE_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~/+-]*\Z")
+_SUBDIR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z")
+CLONE_DIR = "src"  # the checkout's name inside the fresh temporary folder
+
+
+@dataclass(frozen=True)
+class BuildFromClone:
+    """Build and install `subdir` of a fresh shallow clone of `repo`, made in a temporary folder only this run
+    owns (`mktemp -d`, mode 0700), with the working directory there: no file of the caller's directory (a
+    planted `setup.py`, a `pip/` package shadowing pip) is ever read. `options`, `constraints` and `env` as in
+    `PipInstall`."""
+
+    python: str
+    repo: str
+    subdir: str
+    options: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not _CLONE_URL.match(self.repo):
+            raise ValueError(f"not an https git URL fa-doctor clones: {self.repo!r}")
+        if not _SUBDIR.match(self.subdir) or ".." in self.subdir.split("/"):
+            raise ValueError(f"not a folder inside the checkout: {self.subdir!r}")
+        PipInstall(self.python, (self.requirement,), self.options, self.constraints, self.env)  # same rules
+
+    @property
+    def requirement(self) -> str:
+        """What pip installs, relative to the temporary folder (the working directory of the build)."""
+        return f"./{CLONE_DIR}/{self.subdir}"
+
+    @property
+    def clone_argv(self) -> tuple[str, ...]:
+        return ("git", "clone", "--depth", "1", "--", self.repo, CLONE_DIR)
+
+    @property
+    def install(self) -> PipInstall:
+        """The pip step, run in the temporary folder after the clone."""
+        return PipInstall(self.python, (self.requirement,), self.options, self.constraints, self.env)
+
+
+Action = Union[SetEnv, UnsetEnv, PipInstall, PipUninstall, MovePath, RunCommand, EditFile, BuildFromClone]
 
 KINDS: dict[type[Any], str] = {
     SetEnv: "set-env",
@@ -224,6 +266,7 @@ KINDS: dict[type[Any], str] = {
     MovePath: "move-path",
     RunCommand: "run",
     EditFile: "edit-file",
+    BuildFromClone: "build-from-clone",
 }
 
 
@@ -270,6 +313,8 @@ def render(action: Action, shell: Shell | str = Shell.BASH) -> str:
         return f"Remove-Item Env:{action.name} -ErrorAction SilentlyContinue"
     if isinstance(action, PipInstall):
         return _render_pip(action, shell)
+    if isinstance(action, BuildFromClone):
+        return _render_build(action, shell)
     if isinstance(action, MovePath):
         if shell is Shell.POWERSHELL:
             return f"Move-Item -LiteralPath {quote(action.path, shell)} -Destination {quote(action.backup, shell)}"
@@ -294,6 +339,22 @@ def _render_pip(action: PipInstall, shell: Shell) -> str:
     return "printf '%s\\n' " + " ".join(quote(c, shell) for c in action.constraints) + " | " + command
 
 
+def _render_build(action: BuildFromClone, shell: Shell) -> str:
+    """One line: a fresh `mktemp -d` folder, the clone and the build inside it, the caller's directory untouched
+    (a subshell in sh, `pushd`/`popd` in fish, `Push-Location`/`Pop-Location` in PowerShell)."""
+    clone = _join(action.clone_argv, shell)
+    pip = _render_pip(action.install, shell)
+    if shell.posix:
+        return f'(d=$(mktemp -d) && cd "$d" && {clone} && {pip})'
+    if shell is Shell.FISH:
+        return f"begin; set -l d (mktemp -d); and pushd $d; and {clone}; and {pip}; popd; end"
+    return (
+        "& { $d = Join-Path ([IO.Path]::GetTempPath()) ([guid]::NewGuid()); New-Item -ItemType Directory -Path $d "
+        f"| Out-Null; Push-Location -LiteralPath $d; try {{ {clone}; if ($LASTEXITCODE -eq 0) {{ {pip} }} }} "
+        "finally { Pop-Location } }"
+    )
+
+
 def render_all(actions: tuple[Action, ...], shell: Shell | str = Shell.BASH) -> tuple[str, ...]:
     return tuple(render(a, shell) for a in actions)
 
@@ -309,6 +370,18 @@ def describe(action: Action) -> str:
         return f"Unset {action.name} in this shell"
     if isinstance(action, PipInstall):
         text = f"Install {', '.join(map(repr, action.requirements))} into {action.python!r}"
+        if action.options:
+            text += f" with {' '.join(action.options)}"
+        if action.constraints:
+            text += f", keeping {', '.join(map(repr, action.constraints))}"
+        if action.env:
+            text += f" ({', '.join(f'{k}={v!r}' for k, v in action.env)})"
+        return text
+    if isinstance(action, BuildFromClone):
+        text = (
+            f"Clone {action.repo!r} into a fresh temporary folder (mktemp -d) and install its {action.subdir + '/'!r} "
+            f"folder into {action.python!r}"
+        )
         if action.options:
             text += f" with {' '.join(action.options)}"
         if action.constraints:
@@ -348,7 +421,8 @@ class Invocation:
 
 
 def invocation(action: Action) -> Invocation | None:
-    """The process to start for this action; None for the ones that change the calling shell (Set/UnsetEnv)."""
+    """The process to start for this action; None for the ones that change the calling shell (Set/UnsetEnv) and
+    for a build from a clone (two processes in a folder made for them: `fix --apply` runs it itself)."""
     if isinstance(action, PipInstall):
         stdin = "".join(c + "\n" for c in action.constraints) if action.constraints else None
         return Invocation(action.argv, action.env, stdin)

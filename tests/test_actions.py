@@ -197,6 +197,7 @@ def test_describe_and_dict_cover_every_kind() -> None:
         A.move_aside("/s/a", "/s"),
         A.RunCommand(("nvidia-smi",)),
         A.EditFile("/etc/x.env", A.OVERRIDE, "3"),
+        A.BuildFromClone("/py", "https://example.org/r.git", "hopper", ("--no-deps",), ("torch==2",)),
     ]
     assert {type(a) for a in every} == set(A.KINDS)
     for action in every:

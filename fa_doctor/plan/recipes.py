@@ -7,7 +7,7 @@ Where no consistent choice exists, it says so and gives the coherent alternative
 
 from __future__ import annotations
 
-from fa_doctor.actions import Action, PipInstall, RunCommand
+from fa_doctor.actions import Action, BuildFromClone, PipInstall, RunCommand
 from fa_doctor.catalog import ecosystem, names, urls
 from fa_doctor.derive.requires import exact_pin, installed, public, requires, server, version_of
 from fa_doctor.facts import Facts
@@ -97,13 +97,15 @@ def fa3(facts: Facts) -> Remedy:
         f"(2) {names.FLASH_ATTN_3} has no PyPI wheel: build it from the hopper/ folder of a flash-attention "
         "checkout. It needs nvcc >= 12.3, ninja and the installed torch (hence --no-build-isolation); the build "
         f"takes well over an hour with MAX_JOBS={names.BUILD_JOBS}.",
+        # A clone into a fresh folder of its own, built there: never a folder of the caller's directory.
         actions=(
-            RunCommand(("git", "clone", "--depth", "1", urls.FLASH_ATTENTION_REPO)),
-            pip_install(
-                facts,
-                ("./flash-attention/hopper",),
+            BuildFromClone(
+                facts.target.executable,
+                urls.FLASH_ATTENTION_REPO,
+                "hopper",
                 ("--no-build-isolation", "--no-deps", "--no-cache-dir"),
-                env=jobs(),
+                keep(facts),
+                jobs(),
             ),
         ),
     )
