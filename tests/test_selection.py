@@ -272,7 +272,8 @@ def test_backend_typos_fail_as_sglang_would(cli: Any, server: FakeEnv, tmp_path:
     assert f"argument --attention-backend: invalid choice: '{name}'" in finding["detail"]
     assert hint in finding["detail"]
     assert "--attention-backend fa3" in finding["remedies"][0]["text"]
-    assert commands_of(finding)[1] == ["fa-doctor check"]  # the flag pins; the variable is not set
+    # The flag pins; the variable is not set. The check to run looks at the same interpreter, without the flag.
+    assert commands_of(finding)[1] == [f"fa-doctor check --python {server.python}"]
 
 
 def test_real_non_fa_backend_still_runs(cli: Any, server: FakeEnv, tmp_path: Path) -> None:

@@ -34,9 +34,20 @@ def plan(findings: Iterable[Finding], facts: Facts | None, target: tuple[str, ..
         remedies: list[Remedy] = []
         for remedy in finding.remedies:
             expanded = expand(remedy, facts) if remedy.intent is not None else (remedy,)
-            remedies += [dataclasses.replace(r, target=target) for r in expanded]
+            remedies += [_for_target(r, target) for r in expanded]
         out.append(dataclasses.replace(finding, remedies=tuple(unique(remedies))))
     return out
+
+
+def _for_target(remedy: Remedy, target: tuple[str, ...]) -> Remedy:
+    """The remedy as computed for `target`: its fix hint carries the same options, and any `fa-doctor check` it
+    suggests looks at the same interpreter (`--python PATH`; not the launch flags, which remedy (3) removes)."""
+    where = next((target[i : i + 2] for i in range(len(target) - 1) if target[i] == "--python"), ())
+    actions = tuple(
+        RunCommand((*a.argv, *where)) if isinstance(a, RunCommand) and a.argv == ("fa-doctor", "check") else a
+        for a in remedy.actions
+    )
+    return dataclasses.replace(remedy, target=target, actions=actions)
 
 
 def unique(remedies: list[Remedy]) -> list[Remedy]:

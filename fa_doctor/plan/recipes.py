@@ -7,9 +7,9 @@ Where no consistent choice exists, it says so and gives the coherent alternative
 
 from __future__ import annotations
 
-from fa_doctor.actions import Action, BuildFromClone, PipInstall, RunCommand
+from fa_doctor.actions import Action, BuildFromClone, RunCommand
 from fa_doctor.catalog import ecosystem, names, urls
-from fa_doctor.derive.requires import exact_pin, installed, public, requires, server, version_of
+from fa_doctor.derive.requires import exact_pin, installed, public, requires, server
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Remedy
 from fa_doctor.plan.constraints import jobs, keep, keep_except, pip_install, reinstall_same
@@ -128,28 +128,22 @@ def sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
         if target:
             text += f"; {names.SGLANG_KERNEL} {target} is the newest release built for torch {public(torch_now)}"
     if target is None:
-        return (
-            Remedy(
-                text + f": no {names.SGLANG_KERNEL} release in fa-doctor's catalog is built for torch "
-                f"{torch_now or '(not installed)'}; install the server and its kernels together from its own "
-                "instructions.",
-                actions=(RunCommand(("fa-doctor", "check")),),
-            ),
+        why = (
+            f": no {names.SGLANG_KERNEL} release in fa-doctor's catalog is built for torch "
+            f"{torch_now or '(not installed)'}; install the server and its kernels together from its own instructions."
         )
+        return (_no_install(text + why),)
     torch_pin = ecosystem.pin(names.SGLANG_KERNEL, public(target), names.TORCH) or ecosystem.pin(
         names.SGL_KERNEL, public(target), names.TORCH
     )
     if torch_pin is None and dist is not None and have and public(have) == public(target):
         torch_pin = exact_pin(requires(facts, dist, names.TORCH))
     if torch_pin and torch_now and public(torch_pin) != public(torch_now):
-        return (
-            Remedy(
-                text + f"; {names.SGLANG_KERNEL} {target} is built against torch {torch_pin} exactly, but torch "
-                f"{torch_now} is installed: no install of it can keep this torch (see package.requirement for the "
-                "consistent choices).",
-                actions=(RunCommand(("fa-doctor", "check")),),
-            ),
+        why = (
+            f"; {names.SGLANG_KERNEL} {target} is built against torch {torch_pin} exactly, but torch {torch_now} is "
+            "installed: no install of it can keep this torch (see package.requirement for the consistent choices)."
         )
+        return (_no_install(text + why),)
     options: list[str] = []
     spec = f"{names.SGLANG_KERNEL}=={target}"
     built = ecosystem.sgl_kernel_cuda(target)
@@ -222,10 +216,9 @@ def vllm(facts: Facts) -> Remedy:
     torch_now = installed(facts, names.TORCH)
     fits = ecosystem.releases_pinning(names.VLLM, names.TORCH, torch_now) if torch_now else ()
     if not fits:
-        return Remedy(
+        return _no_install(
             f"(2) No vLLM release in fa-doctor's catalog is built for torch {torch_now or '(not installed)'}: "
-            "install vLLM and its torch together from vLLM's instructions.",
-            actions=(RunCommand(("fa-doctor", "check")),),
+            "install vLLM and its torch together from vLLM's instructions."
         )
     spec = f"{names.VLLM}=={fits[0]}"
     return Remedy(
@@ -234,6 +227,7 @@ def vllm(facts: Facts) -> Remedy:
     )
 
 
-def same_or_none(facts: Facts, name: str) -> PipInstall | None:
-    version = version_of(installed(facts, name))
-    return reinstall_same(facts, f"{name}=={version}") if version else None
+def _no_install(text: str) -> Remedy:
+    """No install is consistent here: say why; the check (re-run by the planner for the same target) shows
+    the state after the user's choice."""
+    return Remedy(text, actions=(RunCommand(("fa-doctor", "check")),))
