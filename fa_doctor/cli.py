@@ -17,6 +17,7 @@ from fa_doctor.cli_options import (
     ATTENTION,
     DECODE,
     FORMAT,
+    FRESH,
     GPU_ARCH,
     GPUS,
     JSON,
@@ -80,6 +81,7 @@ def check(
     require_gpu: bool = typer.Option(False, "--require-gpu", help="No GPU (or a skipped smoke test) fails."),
     timeout: float = TIMEOUT,
     no_cache: bool = NO_CACHE,
+    fresh: bool = FRESH,
     attention: Optional[str] = ATTENTION,
     prefill: Optional[str] = PREFILL,
     decode: Optional[str] = DECODE,
@@ -118,6 +120,7 @@ def exec_(
     smoke_all: bool = SMOKE_ALL,
     timeout: float = TIMEOUT,
     no_cache: bool = NO_CACHE,
+    fresh: bool = FRESH,
     gpus: Optional[str] = GPUS,
     gpu_arch: Optional[str] = GPU_ARCH,
     no_color: bool = NO_COLOR,
@@ -240,7 +243,12 @@ def fix(
         prefill=prefill,
         decode=decode,
     )
-    options = command.FixOptions(planned, apply=apply, only=tuple(only), allow_torch_change=allow_torch_change)
+    # --timeout bounds each repair step too; left out, each kind of step keeps its own bound (a build takes hours).
+    source = ctx.get_parameter_source("timeout")
+    step_timeout = timeout if source is not None and source.name != "DEFAULT" else None
+    options = command.FixOptions(
+        planned, apply=apply, only=tuple(only), allow_torch_change=allow_torch_change, timeout=step_timeout
+    )
     confirm_with = None if yes else confirm
     code, _ = run_and_deliver(
         "fix", lambda progress, early: command.run(options, progress, early, confirm_with), out, ctx, python=python

@@ -79,6 +79,7 @@ NO_SMOKE = typer.Option(False, "--no-smoke", help="Static check only: run no ker
 SMOKE_ALL = typer.Option(False, "--all", help="Smoke-test every installed FA implementation.")
 TIMEOUT = typer.Option(300.0, "--timeout", callback=_timeout, help="Seconds allowed per smoke-test child.")
 NO_CACHE = typer.Option(False, "--no-cache", help="Bypass fa-doctor's FA4 compile cache.")
+FRESH = typer.Option(False, "--fresh", help="Run the smoke test even if a passing verdict still holds.")
 GPUS = typer.Option(
     None, "--gpus", metavar="LIST", callback=_gpu_list, help="Check and smoke-test only these CUDA indices, e.g. 0,2."
 )
@@ -112,6 +113,7 @@ def check_options(**kw: Any) -> Any:
         strict=kw["strict"],
         timeout=kw["timeout"],
         use_cache=not kw["no_cache"],
+        fresh=kw.get("fresh", False),
         gpu_indices=parse_gpus(kw["gpus"]),
         gpu_arch=parse_gpu_arch(kw["gpu_arch"]) if kw["gpu_arch"] else None,
     )

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from fa_doctor.probes.target import TargetFacts
     from fa_doctor.probes.torch_build import TorchBuild
     from fa_doctor.smoke import SmokeResult
+    from fa_doctor.smoke.verdicts import Proven
 
 SCHEMA = "fa-doctor.report/1"
 
@@ -58,6 +59,12 @@ class SmokeSection:
     implementations: tuple[str, ...] = ()
     results: tuple[DeviceSmoke, ...] = ()
     per_gpu: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # implementation -> GPU -> status
+    # The verdict cache (docs/smoke.md): reused instead of run; what it depends on; when and where it was proven;
+    # the parts that changed since the last stored verdict (why the kernels ran again).
+    cached: bool = False
+    fingerprint: str | None = None
+    proven: Proven | None = None
+    changed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ class CheckOptions:
     strict: bool = False
     timeout: float = 300.0
     use_cache: bool = True
+    fresh: bool = False  # --fresh: run the kernels even when a stored verdict's fingerprint holds
     gpu_indices: tuple[int, ...] | None = None  # --gpus: smoke-test only these CUDA indices
     gpu_arch: tuple[str, ...] | None = None  # --gpu-arch: judge compiled extensions against these (no GPU needed)
     gpu_timeout: float = 10.0

@@ -1,4 +1,5 @@
-"""The smoke-test part of `check`: which implementations, on which GPUs, one child each."""
+"""The smoke-test part of `check`: which implementations, on which GPUs, one child each; or the stored verdict of
+an unchanged node (commands/verdict_cache.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from fa_doctor.checks import node, unmet
 from fa_doctor.commands.options import CheckOptions
+from fa_doctor.commands.verdict_cache import VerdictCache
 from fa_doctor.contain import crash_finding
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.derive.selection import Selection
@@ -76,28 +78,38 @@ def smoke_step(
         # A module missing for another distribution (sglang's orjson) is that distribution's remedy, not FA's.
         return unmet.for_problem(facts, key, problem)
 
+    targets = [SmokeTarget(key, *_module(facts, key)) for key in keys]
+    cache = VerdictCache(facts, options, targets, devices, [pin_for(d, facts) for d in devices])
     findings: list[Finding] = []
     rows: list[DeviceSmoke] = []
     per_gpu: dict[str, dict[str, str]] = {}
-    for key in keys:
-        module, api = _API[key]
-        if key == "fa4-sglang":
-            module = facts.sglang.fa4_module if facts.sglang else "sglang.kernels.ops.attention.flash_attn.cute"
-        target = SmokeTarget(key, module, api)
-        results = run_on_devices(facts, target, devices, options, progress)
+    outcomes: list[tuple[GpuDevice, SmokeResult]] = []
+    for target in targets:
+        results = cache.results(target)
+        if results is None:
+            results = run_on_devices(facts, target, devices, options, progress)
         statuses: list[tuple[GpuDevice, str]] = []
         for device, result in zip(devices, results, strict=True):
             if isinstance(result, Exception):
                 findings.append(_on_device(crash_finding("smoke", result), device, len(devices)))
                 statuses.append((device, "crashed"))
                 continue
+            outcomes.append((device, result))
             rows.append(DeviceSmoke(device, result))
             statuses.append((device, result.status))
             for f in smoke_findings(result, reinstall=reinstall):
-                findings.append(_on_device(f, device, len(devices)))
-        per_gpu[key] = {str(d.index): s for d, s in statuses}
-        findings += node.compare_smoke(key, statuses)
-    return findings, SmokeSection(tuple(keys), tuple(rows), per_gpu)
+                findings.append(_on_device(cache.mark(f), device, len(devices)))
+        per_gpu[target.key] = {str(d.index): s for d, s in statuses}
+        findings += node.compare_smoke(target.key, statuses)
+    cache.settle(outcomes, complete=len(outcomes) == len(devices) * len(targets))
+    return findings, SmokeSection(tuple(keys), tuple(rows), per_gpu, **cache.section())
+
+
+def _module(facts: Facts, key: str) -> tuple[str, str]:
+    module, api = _API[key]
+    if key == "fa4-sglang":
+        module = facts.sglang.fa4_module if facts.sglang else "sglang.kernels.ops.attention.flash_attn.cute"
+    return module, api
 
 
 def run_on_devices(

@@ -67,6 +67,19 @@ def gpu_line(payload: CheckPayload) -> str:
     return "GPUs: " + " · ".join(parts)
 
 
+def verdict_line(payload: CheckPayload) -> str | None:
+    """When the smoke test was not run because a passing verdict still holds: when and where it was proven."""
+    smoke = payload.smoke
+    if smoke is None or not smoke.cached or smoke.proven is None:
+        return None
+    p = smoke.proven
+    return (
+        f"Smoke: passing verdict reused, proven {p.at} on {p.host} ({', '.join(p.gpus)}) with fa-doctor "
+        f"{p.tool_version}; nothing it depends on changed (fingerprint {(smoke.fingerprint or '')[:12]}). "
+        "--fresh runs the kernels again."
+    )
+
+
 def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
@@ -125,6 +138,9 @@ class HumanRenderer(Renderer):
         if target is not None:
             self.line(selection_line(payload))
             self.line(gpu_line(payload))
+            reused = verdict_line(payload)
+            if reused:
+                self.line(reused)
         self.line("")
         order = sorted(result.findings, key=lambda f: -f.severity.rank)
         # explain's matches are informational, and they are the whole answer.

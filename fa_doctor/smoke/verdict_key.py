@@ -1,0 +1,107 @@
+"""The fingerprint of a smoke verdict: everything the result of running the kernels depends on.
+
+A verdict is reused only while every part below is unchanged (docs/smoke.md, "Verdict cache"):
+
+- `interpreter`: the target's executable, version, real binary and its stat, prefix and search path;
+- `dist:<name>`: each distribution the selected implementations import (the catalog's distributions of the
+  implementation, FA4's runtime: CuTe DSL, quack, tvm-ffi, cuda bindings; and every copy on the search path),
+  as its RECORD plus the stat of every file it lists (probes/fingerprint.py);
+- `torch`: the build facts (version, CUDA, C++ ABI, location) and the stat of its metadata and version.py;
+- `knobs`: every environment variable that steers an FA version or the kernel path (probes/environment.py);
+- `gpus`: the driver and CUDA driver versions, each smoke-tested device's model, capability, memory and UUID,
+  and the CUDA_VISIBLE_DEVICES value it is pinned with;
+- `smoke`: the implementations, modules and calling conventions; `tool`: fa-doctor's version, the child's
+  source and the cases.
+
+The module folders the child imported from (known only after a run) are checked at reuse too: `watch()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import fa_doctor
+from fa_doctor.catalog import implementations, names
+from fa_doctor.facts import Facts
+from fa_doctor.probes import fingerprint as fp
+from fa_doctor.probes.gpu import GpuDevice
+from fa_doctor.smoke import APIS, SmokeResult, SmokeTarget, case_specs
+
+# What an implementation imports besides its own distributions. `flash_attn` is a namespace two distributions
+# fill (FA2 up to 2.8.3.post1 ships a flash_attn/cute of its own): both are watched for either.
+_FA4_RUNTIME = (*names.FA4_RUNTIME, *names.CUDA_BINDINGS)
+_EXTRA: Mapping[str, tuple[str, ...]] = {
+    "fa2": (names.FLASH_ATTN_4, "einops"),
+    "fa4": (names.FLASH_ATTN, *_FA4_RUNTIME),
+    "fa4-sglang": (names.SGL_FA4, *_FA4_RUNTIME),
+}
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    value: str  # sha256 hex of the parts
+    parts: Mapping[str, str]  # part name -> digest
+
+    def changed(self, before: Mapping[str, str]) -> list[str]:
+        """The parts that differ from an earlier verdict's (why it was not reused)."""
+        return sorted(k for k in {*self.parts, *before} if self.parts.get(k) != before.get(k))
+
+
+def distributions_of(key: str) -> tuple[str, ...]:
+    impl = implementations.BY_KEY.get(key)
+    own = impl.distributions if impl is not None else ()
+    return tuple(dict.fromkeys((*own, *_EXTRA.get(key, ()))))
+
+
+@functools.cache
+def _tool(version: str) -> str:
+    from fa_doctor.smoke.runner import child_source
+
+    child = hashlib.sha256(child_source().encode()).hexdigest()
+    return fp.digest(version, child, json.dumps({api: case_specs(api) for api in APIS}, sort_keys=True))
+
+
+def compute(
+    facts: Facts, targets: Sequence[SmokeTarget], devices: Sequence[GpuDevice], pins: Sequence[str]
+) -> Fingerprint:
+    """Stat calls and a few small reads only: this runs before every `exec` of an unchanged node."""
+    target = facts.target
+    parts: dict[str, str] = {
+        "tool": _tool(fa_doctor.__version__),
+        "interpreter": fp.interpreter(target.executable, target.version, target.prefix, target.sys_path),
+        "smoke": fp.digest(sorted((t.key, t.module, t.api) for t in targets)),
+        "knobs": fp.digest(sorted(facts.env.items())),
+        "gpus": fp.digest(
+            facts.gpus.driver_version,
+            facts.gpus.cuda_driver_version,
+            [(d.index, d.physical_index, d.name, d.capability, d.memory_mib, d.uuid) for d in devices],
+            list(pins),
+        ),
+    }
+    wanted = dict.fromkeys(n for t in targets for n in distributions_of(t.key))
+    for name in wanted:
+        copies = facts.scan.named(name)
+        parts[f"dist:{name}"] = fp.digest(*(fp.distribution(d) for d in copies)) if copies else "absent"
+    torch = facts.torch
+    torch_dist = facts.scan.first(names.TORCH)
+    parts["torch"] = fp.digest(
+        (torch.version, torch.cuda, torch.hip, torch.cxx11_abi, torch.location) if torch else None,
+        fp.distribution(torch_dist) if torch_dist else None,
+        fp.stat_key(os.path.join(torch.location, "version.py")) if torch else None,
+    )
+    return Fingerprint(fp.digest(sorted(parts.items())), parts)
+
+
+def watched(results: Iterable[SmokeResult]) -> list[str]:
+    """The module files the child imported (a vendored or editable copy has no RECORD to stand for it)."""
+    paths = (p for r in results for p in (r.module_file, r.flash_attn_origin) if p and os.path.isabs(p))
+    return list(dict.fromkeys(paths))[:16]
+
+
+def watch(paths: Iterable[str]) -> dict[str, str]:
+    return {path: fp.tree(path) for path in paths}

@@ -1,0 +1,333 @@
+"""The verdict cache: passing smoke results kept under the user's cache folder, reused while their fingerprint
+(fa_doctor/smoke/verdict_key.py) holds.
+
+`$XDG_CACHE_HOME/fa-doctor/verdicts/<fingerprint>.json`, else `~/.cache/fa-doctor/verdicts/`. The two folders
+fa-doctor owns (`fa-doctor/`, `verdicts/`) are created 0700 and must be real folders owned by this user: a
+symbolic link or someone else's folder is refused and nothing is cached. Every file is opened relative to the
+folder's descriptor with O_NOFOLLOW, written to a private temporary file (0600) and renamed into place, read
+only if it is a regular file of this user's under a size bound. A file that is unreadable, corrupted, of
+another version or another fingerprint, or that holds anything but passing results is ignored. A failing
+verdict is never stored, and a failing run removes the passing verdict of the same fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+import fa_doctor
+from fa_doctor.smoke import CaseResult, SmokeResult
+
+SCHEMA = "fa-doctor.verdict/1"
+_MAX_BYTES = 1 << 20  # a verdict of eight GPUs x six implementations is ~200 KB
+_KEEP = 64  # verdicts kept; older ones are removed when a new one is stored
+_STALE_TMP = 3600.0
+_HEX = frozenset("0123456789abcdef")
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+class CacheRefused(OSError):
+    """The cache folder is not one fa-doctor may use (a link, another user's, not a folder)."""
+
+
+@dataclass(frozen=True)
+class Proven:
+    """When and where a verdict was proven by running the kernels."""
+
+    at: str  # ISO 8601, UTC
+    host: str
+    tool_version: str
+    gpus: tuple[str, ...]  # "0 NVIDIA H200 GPU-..."
+
+    def to_dict(self) -> dict[str, object]:
+        return {"at": self.at, "host": self.host, "tool_version": self.tool_version, "gpus": list(self.gpus)}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    fingerprint: str
+    parts: Mapping[str, str]
+    proven: Proven
+    results: tuple[tuple[str, SmokeResult], ...]  # (device UUID or index, result), in run order
+    watch: Mapping[str, str]  # module folder -> tree digest at the time it was proven
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> str:
+    env = os.environ if env is None else env
+    base = env.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored
+        base = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fa-doctor", "verdicts")
+
+
+@contextmanager
+def _folder(path: str, create: bool) -> Iterator[int]:
+    """A descriptor of the verdicts folder, every component fa-doctor owns checked (and created 0700)."""
+    tool = os.path.dirname(path)
+    base = os.path.dirname(tool)
+    if create:
+        os.makedirs(base, mode=0o700, exist_ok=True)  # the user's own cache folder: may be a link they made
+    fd = os.open(base, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for name in (os.path.basename(tool), os.path.basename(path)):
+            if create:
+                with suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=fd)
+            try:
+                child = os.open(name, _O_DIR, dir_fd=fd)
+            except OSError as exc:  # ELOOP: a link; ENOTDIR: a file
+                raise CacheRefused(f"{os.path.join(base, name)}: {exc.strerror or exc}") from exc
+            os.close(fd)
+            fd = child
+            st = os.fstat(fd)
+            if st.st_uid != os.geteuid():
+                raise CacheRefused(f"{name} is owned by uid {st.st_uid}, not by this user")
+            if st.st_mode & 0o077:
+                os.fchmod(fd, 0o700)  # ours: made private (an older fa-doctor or a umask left it open)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def load(fingerprint: str, env: Mapping[str, str] | None = None) -> Verdict | None:
+    """The stored verdict for this fingerprint, or None (none, refused, or not one to trust)."""
+    if not _valid_hex(fingerprint):
+        return None
+    try:
+        with _folder(cache_dir(env), create=False) as folder:
+            raw = _read(folder, fingerprint + ".json")
+    except (OSError, ValueError):
+        return None
+    return parse(raw, fingerprint) if raw is not None else None
+
+
+def _read(folder: int, name: str) -> bytes | None:
+    try:
+        fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=folder)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_size > _MAX_BYTES:
+            return None
+        data = fh.read(_MAX_BYTES + 1)
+    return data if len(data) <= _MAX_BYTES else None
+
+
+def store(verdict: Verdict, env: Mapping[str, str] | None = None) -> str | None:
+    """Write a passing verdict atomically; None when stored, else why not (the run goes on without it)."""
+    if not _valid_hex(verdict.fingerprint) or not all(r.status == "passed" for _, r in verdict.results):
+        return "only passing verdicts are stored"
+    data = json.dumps(_to_doc(verdict), ensure_ascii=True, allow_nan=False).encode()
+    if len(data) > _MAX_BYTES:
+        return f"verdict of {len(data)} bytes is over the {_MAX_BYTES} byte limit"
+    try:
+        with _folder(cache_dir(env), create=True) as folder:
+            tmp = f".{verdict.fingerprint[:16]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+            fd = os.open(tmp, flags, 0o600, dir_fd=folder)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, verdict.fingerprint + ".json", src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                _unlink(folder, tmp)
+                raise
+            _prune(folder, keep=verdict.fingerprint + ".json")
+    except (OSError, ValueError) as exc:
+        return f"verdict not stored: {exc}"
+    return None
+
+
+def forget(fingerprint: str, env: Mapping[str, str] | None = None) -> None:
+    """A run with this fingerprint failed: its passing verdict, if any, must not be reused."""
+    if not _valid_hex(fingerprint):
+        return
+    try:
+        with _folder(cache_dir(env), create=False) as folder:
+            _unlink(folder, fingerprint + ".json")
+    except (OSError, ValueError):
+        pass
+
+
+def latest(env: Mapping[str, str] | None = None, limit: int = _KEEP) -> list[Verdict]:
+    """The stored verdicts, newest first (to say which part changed when none matches)."""
+    out: list[tuple[float, Verdict]] = []
+    try:
+        with _folder(cache_dir(env), create=False) as folder:
+            for name, mtime in _entries(folder)[:limit]:
+                raw = _read(folder, name)
+                verdict = parse(raw, name[: -len(".json")]) if raw is not None else None
+                if verdict is not None:
+                    out.append((mtime, verdict))
+    except (OSError, ValueError):
+        return []
+    return [v for _, v in sorted(out, key=lambda mv: -mv[0])]
+
+
+def _entries(folder: int) -> list[tuple[str, float]]:
+    found = []
+    for name in os.listdir(folder):
+        if name.endswith(".json") and _valid_hex(name[: -len(".json")]):
+            try:
+                found.append((name, os.stat(name, dir_fd=folder, follow_symlinks=False).st_mtime))
+            except OSError:
+                continue
+    return sorted(found, key=lambda nm: -nm[1])
+
+
+def _prune(folder: int, keep: str) -> None:
+    for name, _ in _entries(folder)[_KEEP:]:
+        if name != keep:
+            _unlink(folder, name)
+    now = time.time()
+    for name in os.listdir(folder):
+        if name.startswith(".") and name.endswith(".tmp"):
+            try:
+                if now - os.stat(name, dir_fd=folder, follow_symlinks=False).st_mtime > _STALE_TMP:
+                    _unlink(folder, name)
+            except OSError:
+                continue
+
+
+def _unlink(folder: int, name: str) -> None:
+    with suppress(OSError):
+        os.unlink(name, dir_fd=folder)
+
+
+def _valid_hex(value: str) -> bool:
+    return len(value) == 64 and set(value) <= _HEX
+
+
+# ---- the file format: written by us, read as untrusted ---------------------------------------------------
+
+
+def _to_doc(v: Verdict) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "tool_version": fa_doctor.__version__,
+        "fingerprint": v.fingerprint,
+        "parts": dict(v.parts),
+        "proven": v.proven.to_dict(),
+        "watch": dict(v.watch),
+        "results": [{"device": device, "result": r.to_dict()} for device, r in v.results],
+    }
+
+
+def parse(raw: bytes, fingerprint: str) -> Verdict | None:
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or doc.get("tool_version") != fa_doctor.__version__:
+            return None
+        if doc.get("fingerprint") != fingerprint:
+            return None
+        proven = doc["proven"]
+        results = tuple((_str(item["device"]), _result(item["result"])) for item in doc["results"])
+        if not results:
+            return None
+        return Verdict(
+            fingerprint,
+            _str_map(doc["parts"]),
+            Proven(_str(proven["at"]), _str(proven["host"]), _str(proven["tool_version"]), _strs(proven["gpus"])),
+            results,
+            _str_map(doc["watch"]),
+        )
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return None
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("not a string")
+    return value
+
+
+def _strs(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise TypeError("not a list")
+    return tuple(_str(v) for v in value)
+
+
+def _str_map(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise TypeError("not an object")
+    return {_str(k): _str(v) for k, v in value.items()}
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else _str(value)
+
+
+def _number(value: object, *, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("not a number")
+    return float(value)
+
+
+def _result(d: Mapping[str, Any]) -> SmokeResult:
+    if d["status"] != "passed" or d["error"] is not None:
+        raise ValueError("only passing results are reused")
+    cases = tuple(_case(c) for c in d["cases"])
+    if not cases or not all(c.passed for c in cases):
+        raise ValueError("a passing result has passing cases")
+    rc = d["returncode"]
+    if rc is not None and (isinstance(rc, bool) or not isinstance(rc, int)):
+        raise TypeError("returncode")
+    return SmokeResult(
+        key=_str(d["key"]),
+        module=_str(d["module"]),
+        api=_str(d["api"]),
+        status="passed",
+        phases={_str(k): float(_number(v) or 0.0) for k, v in d["phases"].items()},
+        cases=cases,
+        signal=_opt_str(d["signal"]),
+        returncode=rc,
+        stderr_tail=_str(d["stderr_tail"]),
+        stdout_tail=_str(d["stdout_tail"]),
+        warnings=_strs(d["warnings"]),
+        module_file=_opt_str(d["module_file"]),
+        flash_attn_origin=_opt_str(d["flash_attn_origin"]),
+        visible_devices=_opt_str(d["visible_devices"]),
+        cache_dir=_opt_str(d["cache_dir"]),
+        device_name=_opt_str(d["device_name"]),
+        python=_str(d["python"]),
+        timeout=float(_number(d["timeout"]) or 0.0),
+        last_phase=_opt_str(d["last_phase"]),
+        environment=_str_map(d["environment"]),
+    )
+
+
+def _case(c: Mapping[str, Any]) -> CaseResult:
+    head_dim = c["head_dim"]
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not isinstance(c["causal"], bool):
+        raise TypeError("case")
+    if c["passed"] is not True:
+        raise ValueError("a failing case")
+    return CaseResult(
+        name=_str(c["name"]),
+        function=_str(c["function"]),
+        dtype=_str(c["dtype"]),
+        head_dim=head_dim,
+        causal=c["causal"],
+        max_abs_err=_number(c["max_abs_err"], optional=True),
+        tolerance=float(_number(c["tolerance"]) or 0.0),
+        passed=True,
+        seconds=_number(c["seconds"], optional=True),
+        error=_opt_str(c["error"]),
+    )
+
+
+def describe_gpus(devices: Sequence[tuple[int, str, str | None]]) -> tuple[str, ...]:
+    return tuple(f"GPU {i} {name}" + (f" {uuid}" if uuid else "") for i, name, uuid in devices)
