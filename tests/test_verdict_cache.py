@@ -187,6 +187,18 @@ def test_a_changed_input_runs_the_kernels_again(
     assert check(cli, node)["smoke"]["cached"] is True and len(node.calls) == 2  # the new verdict holds
 
 
+def test_a_rewritten_pyc_does_not_invalidate(cli: Any, node: Node) -> None:
+    """pip lists the .pyc files it compiled in RECORD; an import rewrites a stale one. Its source stands for it."""
+    record = next(node.fenv.site.glob("flash_attn_4-*.dist-info")) / "RECORD"
+    pyc = node.fenv.site / "flash_attn" / "cute" / "__pycache__" / "interface.cpython-311.pyc"
+    pyc.parent.mkdir()
+    pyc.write_bytes(b"old")
+    record.write_bytes(record.read_bytes() + b"flash_attn/cute/__pycache__/interface.cpython-311.pyc,,\n")
+    check(cli, node)
+    touch_later(pyc, b"recompiled")
+    assert check(cli, node)["smoke"]["cached"] is True and len(node.calls) == 1
+
+
 def test_a_knob_is_part_of_the_fingerprint(cli: Any, node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
     check(cli, node)
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")

@@ -76,7 +76,9 @@ def distribution(dist: Distribution) -> str:
         return digest(*base, "no RECORD read")
     record = read(os.path.join(dist.metadata_dir, "RECORD"), _RECORD_BYTES)
     record_hash = hashlib.sha256(record.data).hexdigest() if record.data is not None else record.problem
-    listed = files_key(os.path.join(dist.location, rel) for rel in dist.files)
+    # pip lists the .pyc files it compiled; an import rewrites a stale one (after its source was touched): the
+    # source's own stat already stands for it.
+    listed = files_key(os.path.join(dist.location, rel) for rel in dist.files if not rel.endswith(".pyc"))
     return digest(*base, record_hash, record.truncated, listed)
 
 
