@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fa_doctor.actions import RunCommand
 from fa_doctor.catalog.names import FLASH_ATTN
@@ -18,9 +19,11 @@ from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.lines import Lines
 from fa_doctor.plan.intents import Rebuild
-from fa_doctor.probes.elf import ElfInfo, exported, read_elf
 from fa_doctor.probes.extensions import Extension, find_extensions, find_library, library_dirs, torch_libraries
-from fa_doctor.probes.fatbin import Arch, FatbinInfo, read_fatbin
+
+if TYPE_CHECKING:  # the ELF and fatbin readers load only when there is a compiled extension to read
+    from fa_doctor.probes.elf import ElfInfo
+    from fa_doctor.probes.fatbin import Arch, FatbinInfo
 
 BUDGET_SECONDS = 5.0
 _ARCH = re.compile(r"(?:sm_|compute_)?(\d{2,3})([af]?)")
@@ -250,6 +253,8 @@ class _Check:
                 self.facts.target.machine,
             )
             path = find_library("libstdc++.so.6", dirs)
+            from fa_doctor.probes.elf import read_elf
+
             lib = read_elf(path, symbols=False, deadline=self.deadline) if path else None
             if lib is None or lib.error is not None or not lib.version_defs:
                 why = f"{path}: {lib.error or 'no version definitions'}" if lib else "libstdc++.so.6 not found"
@@ -288,6 +293,8 @@ class _Check:
         wanted = sorted({s.name for s in elf.undefined if not s.weak and _TORCH_SYMBOL.match(s.name)})
         if not wanted:
             return
+        from fa_doctor.probes.elf import exported
+
         libs = torch_libraries(self.facts.torch.location)
         found: set[str] = set()
         unread: list[str] = []
@@ -323,6 +330,9 @@ class _Check:
             if time.monotonic() > self.deadline:
                 self.skipped.append(f"{ext.relpath}: not inspected (the {BUDGET_SECONDS:.0f} s budget ran out)")
                 continue
+            from fa_doctor.probes.elf import read_elf
+            from fa_doctor.probes.fatbin import read_fatbin
+
             elf = read_elf(ext.path, deadline=self.deadline)
             if elf.error is not None:
                 self.findings.append(_unreadable(self.facts, ext, elf.error))
