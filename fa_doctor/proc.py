@@ -78,6 +78,7 @@ class Child:
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         pass_fds: Sequence[int] = (),
+        preexec: Callable[[], None] | None = None,
     ) -> None:
         self.token = f"{os.getpid()}-{next(_counter)}-{time.monotonic_ns()}"
         child_env = dict(os.environ if env is None else env)
@@ -95,6 +96,7 @@ class Child:
                 cwd=cwd,
                 pass_fds=tuple(pass_fds),
                 start_new_session=True,
+                preexec_fn=preexec,  # runs in the child after setsid (fix --apply: a parent-death signal)
             )
             self.pid = self.proc.pid
             _LIVE[self.pid] = self
@@ -233,9 +235,10 @@ def run(
     cwd: str | None = None,
     max_output: int = 1 << 20,
     grace: float = 0.5,
+    preexec: Callable[[], None] | None = None,
 ) -> Completed:
     """Start and collect in one call; start failures raise OSError or ValueError as ``Child`` does."""
-    return Child(argv, env=env, cwd=cwd).collect(timeout, max_output=max_output, grace=grace)
+    return Child(argv, env=env, cwd=cwd, preexec=preexec).collect(timeout, max_output=max_output, grace=grace)
 
 
 def live() -> list[int]:

@@ -4,8 +4,9 @@
   shell, so it prints shell code for `eval "$(fa-doctor fix --unset-override)"`; with `--env-file` it also
   removes (or rewrites) the override's line in those files, atomically and with a backup.
 - `fix [--plan]`: the repairs of the current findings, as typed actions, one remedy per finding.
-- `fix --apply [--yes]`: runs them in the target interpreter one at a time, stops at the first failure, then
-  re-runs the check and says what is now fixed.
+- `fix --apply [--yes]`: runs them in the target interpreter as one transaction (fa_doctor.fixes.apply: every
+  step proven first, each change journalled, a failure or an interrupt undone), then re-runs the check and says
+  what is now fixed.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from fa_doctor.commands.options import CheckOptions
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.lines import Lines
 from fa_doctor.result import FixPayload, PlanStep, Result
 
 if TYPE_CHECKING:
+    from fa_doctor.actions import Action
     from fa_doctor.fixes.apply import ApplyResult
     from fa_doctor.fixes.envfile import EditResult
     from fa_doctor.probes.target import TargetProbe
@@ -42,7 +43,7 @@ class FixOptions:
     check: CheckOptions = field(default_factory=CheckOptions)
     apply: bool = False
     only: tuple[str, ...] = ()  # finding ids; empty: every failing or warning finding
-    timeout: float = 900.0  # per step
+    timeout: float | None = None  # per step; None: each kind of step's own bound (fa_doctor.fixes.apply)
     allow_torch_change: bool = False  # take remedies that replace torch (marked by the planner)
 
 
@@ -156,7 +157,19 @@ def run(
 
     target = planned.check.target
     python = target.executable if target else (options.check.python or "python3")
-    applied = apply([s.action for s in steps], python=python, timeout=options.timeout, progress=progress)
+    moves = _torch_moves(planned.findings) if options.allow_torch_change else ()
+    applied = apply(
+        [s.action for s in steps],
+        python=python,
+        timeout=options.timeout,
+        progress=progress,
+        torch_moves=moves,
+        sys_path=target.sys_path if target else None,
+    )
+    if applied.interrupted is not None:  # no re-check: say what ran, what was undone, and stop with 128+N
+        payload = FixPayload("apply", plan=steps, applied=applied, check=planned.check)
+        stopped = (*planned.findings, *_apply_findings(applied))
+        return Result("fix", stopped, payload, planned.timings, options.check.strict, signal=applied.interrupted)
     after = check.run(options.check, progress)
     failing = {f.id for f in planned.findings if f.severity in (Severity.FAIL, Severity.WARN)}
     still = {f.id for f in after.findings if f.severity in (Severity.FAIL, Severity.WARN)}
@@ -172,21 +185,12 @@ def run(
     return Result("fix", tuple(findings), payload, after.timings, options.check.strict)
 
 
-def _apply_findings(applied: ApplyResult) -> list[Finding]:
-    from fa_doctor.actions import render
+def _torch_moves(findings: Sequence[Finding]) -> tuple[Action, ...]:
+    """The actions of remedies the planner marked as moving torch (taken only with --allow-torch-change)."""
+    return tuple(a for f in findings for r in f.remedies if r.replaces_torch for a in r.actions)
 
-    out = [Finding("fix.applied", Severity.OK, s.description, s.message) for s in applied.ran]
-    if applied.failed is not None:
-        step = applied.failed
-        unchanged = " Nothing in the environment was changed by it." if step.left_unchanged else ""
-        out.append(
-            Finding(
-                "fix.step_failed",
-                Severity.FAIL,
-                f"Stopped: {step.description}",
-                Lines([f"{step.message}.{unchanged}", *(step.output.splitlines() if step.output else ())]),
-                {"returncode": step.returncode, "not_run": [render(a) for a in applied.not_run]},
-                (Remedy("Fix the cause above, then run `fa-doctor fix --apply` again.", ()),),
-            )
-        )
-    return out
+
+def _apply_findings(applied: ApplyResult) -> list[Finding]:
+    from fa_doctor.fixes.apply_findings import findings
+
+    return findings(applied)

@@ -1,52 +1,44 @@
-"""`fa-doctor fix --apply`: run planned actions in the target interpreter, one at a time, stopping at a failure.
+"""`fa-doctor fix --apply`: a transaction. Every step is proven before the first change, each change is
+journalled with its undo, and a failure or an interrupt puts back everything that can be put back.
 
-- pip runs as `<target python> -m pip ...` (the interpreter given to apply(), whatever the plan recorded), never
-  through a shell; the server's pins go to pip as a constraints file.
-- Before an install, the same command runs with `--dry-run` and short network timeouts: an index that cannot
-  be reached, or a resolution that cannot succeed, stops the run before anything changed. pip itself changes
-  nothing before "Installing collected packages", which is how a real failure is judged afterwards.
-- A move is `os.rename` inside one filesystem, refused when either end resolves outside the action's root or
-  the backup name exists; nothing is ever deleted.
-- Setting or unsetting a variable cannot be done for the calling shell: those actions come back as `manual`.
-Every subprocess is bounded (fa_doctor.proc) and its output kept to a tail.
+1. Prove (`proofs`): installs through pip's resolver (`--dry-run --report`, the same constraints), moves,
+   uninstalls, env-file edits (a dry run of the editor), clones (`git ls-remote`; an unreachable source
+   skips that build). One step that cannot be proven refuses the whole plan: nothing changes.
+2. Run, in order, each command bounded by its step timeout, in a temporary folder fa-doctor made (mode 0700:
+   never the caller's directory, where a planted `setup.py` or `pip/` would run), under a supervisor that
+   ends it, and everything it started, with fa-doctor even on SIGKILL (`children`). Before a step that
+   replaces or removes a distribution, its files are saved (`journal.take`).
+3. On a failure or an interrupt (SIGINT/SIGTERM/SIGHUP), undo the journal newest first, then say exactly
+   which steps completed, which were undone and what remains.
+Setting or unsetting a variable of the calling shell, and diagnostic commands, come back as `manual`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
+import shutil
+import signal
 import tempfile
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
-from fa_doctor import proc
+from fa_doctor import interrupt
 from fa_doctor.actions import (
-    CONSTRAINTS_STDIN,
     Action,
-    EditFile,
-    MovePath,
+    BuildFromClone,
     PipInstall,
-    PipUninstall,
     RunCommand,
     SetEnv,
     UnsetEnv,
     describe,
 )
-from fa_doctor.fixes import envfile
-from fa_doctor.probes.environment import OVERRIDE
+from fa_doctor.fixes import journal as J
+from fa_doctor.fixes.proofs import Inventory, Refused
+from fa_doctor.fixes.run_steps import Failed, Runner
 
-_TAIL = 4000
-_PREFLIGHT_LIMIT = 180.0
-# pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
-_NETWORK = re.compile(
-    r"Failed to establish a new connection|NewConnectionError|Temporary failure in name resolution|"
-    r"Name or service not known|Network is unreachable|Connection refused|ConnectTimeoutError|ReadTimeoutError|"
-    r"Max retries exceeded|Could not fetch URL|ProxyError|SSLError|Connection (?:aborted|reset)|"
-    r"No route to host|Read timed out|Connection timed out",
-    re.IGNORECASE,
-)
-_TOUCHED = ("Installing collected packages", "Attempting uninstall", "Successfully uninstalled")
-_QUIET = {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -60,190 +52,232 @@ class Step:
     returncode: int | None = None
     output: str = ""
     seconds: float = 0.0
-    left_unchanged: bool = False  # a failed step: it changed nothing (pip stopped before installing, ...)
+    left_unchanged: bool = False  # a failed step: nothing it changed remains (it changed nothing, or was undone)
+    status: str = "done"  # done | failed | refused | skipped | undone | kept (an undo that failed)
+    undo: str = ""  # how to put it back by hand
 
 
 @dataclass(frozen=True)
 class ApplyResult:
-    ran: tuple[Step, ...]  # done, in order
-    failed: Step | None  # the step that stopped the run
-    not_run: tuple[Action, ...]  # after the failure, untouched
-    manual: tuple[Action, ...]  # SetEnv / UnsetEnv: for the user's shell (render them with actions.render)
+    ran: tuple[Step, ...]  # completed and still in effect, in order
+    failed: Step | None  # the step that stopped the run (failed, or refused before anything ran)
+    not_run: tuple[Action, ...]  # never started
+    manual: tuple[Action, ...]  # SetEnv / UnsetEnv / RunCommand: for the user (render them with actions.render)
+    undone: tuple[Step, ...] = ()  # completed, then put back
+    refused: tuple[Step, ...] = ()  # could not be proven: the plan did not run
+    skipped: tuple[Step, ...] = ()  # a build whose clone source does not answer
+    interrupted: int | None = None  # the signal that stopped the run
+    journal: str | None = None  # the journal file, kept when something went wrong
+    state: str = ""  # one sentence: what the environment holds now
 
     @property
     def ok(self) -> bool:
-        return self.failed is None
+        return self.failed is None and self.interrupted is None
 
     @property
     def unchanged(self) -> bool:
-        """Nothing in the environment changed: no step ran, and a failed one changed nothing either."""
+        """Nothing in the environment changed: no step remains in effect, and a failed one left nothing."""
         return not self.ran and (self.failed is None or self.failed.left_unchanged)
 
 
-class _Failed(Exception):
-    def __init__(self, message: str, *, unchanged: bool, returncode: int | None = None, output: str = "") -> None:
-        super().__init__(message)
-        self.unchanged = unchanged
-        self.returncode = returncode
-        self.output = output
-
-
-def _tail(done: proc.Completed) -> str:
-    return (done.out() + done.err())[-_TAIL:]
-
-
-def _run(argv: Sequence[str], timeout: float, env: dict[str, str] | None = None) -> proc.Completed:
-    try:
-        return proc.run(argv, timeout, env={**os.environ, **_QUIET, **(env or {})}, max_output=1 << 16)
-    except (OSError, ValueError) as e:
-        raise _Failed(f"cannot start {argv[0]}: {e}; nothing was changed", unchanged=True) from None
-
-
-def _pip_argv(python: str, argv: tuple[str, ...], constraints_file: str | None) -> list[str]:
-    out = [python, *argv[1:]]  # the target interpreter, whatever the plan recorded
-    if constraints_file is not None:
-        # `-c /dev/stdin` sits right before the requirements (PipInstall.argv); an option's value never moves it
-        i = len(out) - 1 - out[::-1].index("-c")
-        if out[i + 1] != CONSTRAINTS_STDIN:
-            raise _Failed("the planned pip command has no constraints slot; nothing was changed", unchanged=True)
-        out[i + 1] = constraints_file
-    return out
-
-
-def _pip_version(python: str, timeout: float) -> tuple[int, ...]:
-    done = _run([python, "-m", "pip", "--version"], min(timeout, 60.0))
-    m = re.match(r"pip (\d+)\.(\d+)", done.out())
-    if done.returncode != 0 or m is None:
-        raise _Failed(
-            f"pip does not run in {python} ({_tail(done).strip()[-300:] or 'no output'}); nothing was changed",
-            unchanged=True,
-            returncode=done.returncode,
-        )
-    return int(m.group(1)), int(m.group(2))
-
-
-def _install(action: PipInstall, python: str, timeout: float) -> proc.Completed:
-    with tempfile.TemporaryDirectory(prefix="fa-doctor-fix-") as tmp:
-        constraints = None
-        if action.constraints:
-            constraints = os.path.join(tmp, "constraints.txt")
-            with open(constraints, "w", encoding="utf-8") as fh:
-                fh.write("".join(c + "\n" for c in action.constraints))
-        argv = _pip_argv(python, action.argv, constraints)
-        env = dict(action.env)
-        if _pip_version(python, timeout) >= (22, 2):
-            # `install` is argv[3]: the dry run goes right after it, with short network timeouts.
-            dry = [*argv[:4], "--dry-run", "--timeout", "15", "--retries", "1", *argv[4:]]
-            done = _run(dry, min(timeout, _PREFLIGHT_LIMIT), env)
-            if done.timed_out:
-                raise _Failed(
-                    f"pip's dry run did not finish in {min(timeout, _PREFLIGHT_LIMIT):.0f} s (is the package index "
-                    "reachable?); nothing was changed",
-                    unchanged=True,
-                    output=_tail(done),
-                )
-            if done.returncode != 0:
-                text = _tail(done)
-                why = (
-                    "the package index cannot be reached"
-                    if _NETWORK.search(text)
-                    else "pip cannot resolve this install (dry run)"
-                )
-                raise _Failed(f"{why}; nothing was changed", unchanged=True, returncode=done.returncode, output=text)
-        done = _run(argv, timeout, env)
-    text = _tail(done)
-    if done.timed_out or done.returncode != 0:
-        touched = any(marker in done.out() + done.err() for marker in _TOUCHED) or done.truncated
-        what = f"timed out after {timeout:.0f} s" if done.timed_out else f"failed (exit {done.returncode})"
-        if _NETWORK.search(text) and not touched:
-            what += ": the package index cannot be reached"
-        state = "the environment may be partly changed" if touched else "nothing was changed"
-        raise _Failed(f"pip {what}; {state}", unchanged=not touched, returncode=done.returncode, output=text)
-    return done
-
-
-def _inside(path: str, root: str) -> bool:
-    return path != root and path.startswith(root.rstrip("/") + "/")
-
-
-def _move(action: MovePath) -> str:
-    root = os.path.realpath(action.root)
-    # The names themselves are not resolved (a symlink is moved as a link), their folders are.
-    src = os.path.join(os.path.realpath(os.path.dirname(action.path)), os.path.basename(action.path))
-    dst = os.path.join(os.path.realpath(os.path.dirname(action.backup)), os.path.basename(action.backup))
-    if not (_inside(src, root) and _inside(dst, root)):
-        raise _Failed(f"{action.path} or its backup resolves outside {action.root}; not moved", unchanged=True)
-    if not os.path.lexists(src):
-        raise _Failed(f"{action.path} is gone already; nothing to move", unchanged=True)
-    if os.path.lexists(dst):
-        raise _Failed(f"{action.backup} exists; not moved (nothing is overwritten)", unchanged=True)
-    try:
-        os.rename(src, dst)
-    except OSError as e:
-        raise _Failed(f"cannot move {action.path}: {e.strerror or e}; not moved", unchanged=True) from None
-    return f"moved {action.path} to {action.backup}"
-
-
-def _edit(action: EditFile) -> str:
-    if action.variable != OVERRIDE:
-        raise _Failed(f"fa-doctor edits only {OVERRIDE} in files, not {action.variable}", unchanged=True)
-    if action.value not in (None, "2", "3", "4"):
-        raise _Failed(f"{OVERRIDE} can be set to 2, 3 or 4 only, not {action.value!r}", unchanged=True)
-    value = None if action.value is None else int(action.value)
-    result = envfile.edit(action.path, set_value=value, dry_run=False)
-    if result.error:
-        raise _Failed(result.error, unchanged=True)
-    return f"edited {action.path} (backup {result.backup})" if result.changed else f"{action.path}: nothing to change"
-
-
-def _step(action: Action, python: str, timeout: float) -> Step:
-    text = describe(action)
+def _steps_default(action: Action) -> float:
+    if isinstance(action, BuildFromClone):
+        return 4 * 3600.0  # FA3's hopper build: "well over an hour" with MAX_JOBS=4
     if isinstance(action, PipInstall):
-        done = _install(action, python, timeout)
-        return Step(action, text, True, "installed", done.returncode, _tail(done), done.seconds)
-    if isinstance(action, (PipUninstall, RunCommand)):
-        argv = _pip_argv(python, action.argv, None) if isinstance(action, PipUninstall) else list(action.argv)
-        done = _run(argv, timeout)
-        if done.timed_out or done.returncode != 0:
-            what = f"timed out after {timeout:.0f} s" if done.timed_out else f"exited {done.returncode}"
-            # pip uninstall says what it removed; any other command may have changed anything
-            untouched = isinstance(action, PipUninstall) and not any(m in done.out() for m in _TOUCHED)
-            raise _Failed(f"{argv[0]} {what}", unchanged=untouched, returncode=done.returncode, output=_tail(done))
-        return Step(action, text, True, "done", done.returncode, _tail(done), done.seconds)
-    if isinstance(action, MovePath):
-        return Step(action, text, True, _move(action))
-    if isinstance(action, EditFile):
-        return Step(action, text, True, _edit(action))
-    raise TypeError(f"not an action fa-doctor can run: {action!r}")
+        return 1800.0
+    return 600.0
 
 
 def apply(
     actions: Sequence[Action],
     *,
     python: str,
-    timeout: float,
-    progress: Callable[[str], None] | None = None,
+    timeout: float | None = None,
+    progress: Progress | None = None,
+    torch_moves: Collection[Action] = (),
+    sys_path: Sequence[str] | None = None,
 ) -> ApplyResult:
-    """Run `actions` in order in the target interpreter `python`; stop at the first failure.
+    """Prove, then run `actions` in the target interpreter `python`, as one transaction.
 
-    `timeout` bounds each command (the dry run before an install gets at most 180 s of it). `progress` gets
-    one line before each step and one after. Never raises for a failing step: it comes back in `failed`.
+    `timeout` bounds each step (None: 30 min an install, 4 h a build, 10 min anything else; a dry run gets at
+    most 5 min of it). `torch_moves` are the actions allowed to replace torch (--allow-torch-change, a remedy
+    marked so). `sys_path` is the target's search path (asked of `python` when None). Never raises for a
+    failing step, nor for SIGINT/SIGTERM/SIGHUP: they come back in the result.
     """
-    ran: list[Step] = []
-    runnable = [a for a in actions if not isinstance(a, (SetEnv, UnsetEnv))]
-    manual = [a for a in actions if isinstance(a, (SetEnv, UnsetEnv))]
-    for index, action in enumerate(runnable):
-        label = f"[{index + 1}/{len(runnable)}] {describe(action)}"
-        if progress:
-            progress(label)
+    from fa_doctor.interrupt import Interrupted
+
+    manual = tuple(a for a in actions if isinstance(a, (SetEnv, UnsetEnv, RunCommand)))
+    runnable: list[Action] = [a for a in actions if not isinstance(a, (SetEnv, UnsetEnv, RunCommand))]
+    if not runnable:
+        return ApplyResult((), None, (), manual, state="nothing was changed")
+    workdir = tempfile.mkdtemp(prefix="fa-doctor-apply-")  # 0700, ours alone
+    book = J.Journal(os.path.join(workdir, "journal.json"))
+    runner = Runner(python, workdir, book, timeout, _steps_default, set(torch_moves))
+    result: ApplyResult | None = None
+    try:
         try:
-            step = _step(action, python, timeout)
-        except _Failed as e:
-            failed = Step(action, describe(action), False, str(e), e.returncode, e.output, left_unchanged=e.unchanged)
-            if progress:
-                progress(f"{label}: failed: {e}")
-            return ApplyResult(tuple(ran), failed, tuple(runnable[index + 1 :]), tuple(manual))
-        ran.append(step)
-        if progress:
-            progress(f"{label}: {step.message}")
-    return ApplyResult(tuple(ran), None, (), tuple(manual))
+            result = _transaction(runner, runnable, manual, sys_path, progress)
+        except Interrupted as exc:  # during the proofs: nothing was changed yet
+            result = _ended(runner, runnable, manual, [], -1, None, exc.signum)
+        return result
+    finally:
+        # The journal (and any saved files an undo could not put back) stay when something remains to see.
+        trouble = result is None or (not result.ok and result.journal is not None)
+        runner.close(keep=result is None or bool(result.ran and not result.ok))
+        _cleanup(workdir, keep_journal=trouble and bool(book.entries))
+
+
+def _transaction(
+    runner: Runner,
+    runnable: list[Action],
+    manual: tuple[Action, ...],
+    sys_path: Sequence[str] | None,
+    progress: Progress | None,
+) -> ApplyResult:
+    from fa_doctor.interrupt import Interrupted
+
+    total = len(runnable)
+    say = progress or (lambda _line: None)
+    say(f"Proving {total} step(s) before changing anything")
+    try:
+        runner.start(sys_path)
+    except Refused as exc:
+        step = Step(runnable[0], describe(runnable[0]), False, str(exc), left_unchanged=True, status="refused")
+        return ApplyResult((), step, tuple(runnable[1:]), manual, refused=(step,), state="nothing was changed")
+    refused: list[Step] = []
+    skipped: list[Step] = []
+    for index, action in enumerate(runnable):
+        label = f"[{index + 1}/{total}] {describe(action)}"
+        try:
+            runner.prove(index, action)
+        except Refused as exc:
+            say(f"{label}: refused: {exc}")
+            refused.append(Step(action, describe(action), False, str(exc), left_unchanged=True, status="refused"))
+        if index in runner.skips:
+            say(f"{label}: skipped: {runner.skips[index]}")
+            skipped.append(Step(action, describe(action), True, runner.skips[index], status="skipped"))
+    if refused:
+        rest = tuple(a for a in runnable if a is not refused[0].action)
+        return ApplyResult(
+            (), refused[0], rest, manual, refused=tuple(refused), skipped=tuple(skipped),
+            state="nothing was changed: the plan did not run, because a step could not be proven safe",
+        )  # fmt: skip
+    done: list[tuple[int, Step]] = []
+    running: tuple[int, float] | None = None  # the step whose command is under way, and since when
+    try:
+        for index, action in enumerate(runnable):
+            if index in runner.skips:
+                continue
+            label = f"[{index + 1}/{total}] {describe(action)}"
+            interrupt.checkpoint(f"apply-{index + 1}")  # a test hook: a signal between two steps
+            say(label)
+            running = (index, time.monotonic())
+            try:
+                message, returncode, output, undo = runner.run(index, action)
+            except Failed as exc:
+                say(f"{label}: failed: {exc}")
+                failed = Step(action, describe(action), False, str(exc), exc.returncode, exc.output,
+                              time.monotonic() - running[1], status="failed")  # fmt: skip
+                return _ended(runner, runnable, manual, done, index, failed, None, skipped)
+            seconds = time.monotonic() - running[1]
+            done.append((index, Step(action, describe(action), True, message, returncode, output, seconds, undo=undo)))
+            running = None
+            say(f"{label}: {message}")
+    except Interrupted as exc:
+        name = signal.Signals(exc.signum).name
+        if running is None:  # between two steps: the next one never started
+            last = done[-1][0] if done else -1
+            return _ended(runner, runnable, manual, done, last, None, exc.signum, skipped)
+        index, since = running
+        action = runnable[index]
+        stopped = Step(action, describe(action), False, f"interrupted by {name}", seconds=time.monotonic() - since,
+                       status="failed")  # fmt: skip
+        return _ended(runner, runnable, manual, done, index, stopped, exc.signum, skipped)
+    runner.book.write("done")
+    steps = [s for _, s in done]
+    return ApplyResult(tuple(steps), None, (), manual, skipped=tuple(skipped), state=_state_done(steps, skipped))
+
+
+def _state_done(done: list[Step], skipped: list[Step]) -> str:
+    text = f"all {len(done)} step(s) completed"
+    return text + (f"; {len(skipped)} skipped" if skipped else "")
+
+
+def _ended(
+    runner: Runner,
+    runnable: list[Action],
+    manual: tuple[Action, ...],
+    done: list[tuple[int, Step]],
+    index: int,
+    failed: Step | None,
+    signum: int | None,
+    skipped: Sequence[Step] = (),
+) -> ApplyResult:
+    """A step failed or a signal came: undo the journal, newest first, and say what remains."""
+    from dataclasses import replace
+
+    results, late = _rollback(runner.book)
+    signum = signum if signum is not None else late
+    problems = {e.step: why for e, why in results if why is not None}
+    undone_steps = {e.step for e, why in results if why is None}
+    undone = [replace(s, status="undone") for i, s in done if i in undone_steps and i not in problems]
+    kept = [
+        replace(s, status="kept", message=f"{s.message}; its undo failed: {problems[i]}")
+        for i, s in done
+        if i in problems
+    ]
+    kept += [s for i, s in done if i not in undone_steps and i not in problems]  # changed nothing to undo
+    if failed is not None:
+        own_changes = [e for e in runner.book.entries if e.step == index]
+        clean = all(e.step not in problems for e in own_changes)
+        note = "" if not own_changes else "; its changes were undone" if clean else "; its changes could not be undone"
+        failed = replace(failed, message=failed.message + note, left_unchanged=clean)
+    not_run = tuple(a for i, a in enumerate(runnable) if i > index and i not in runner.skips)
+    runner.book.write("rolled back" if not kept else "partly rolled back")
+    if kept or (failed is not None and not failed.left_unchanged):
+        state = (
+            "the environment is partly changed: "
+            + "; ".join(f"{k.description} remains ({k.undo or 'see the journal'})" for k in kept)
+            + f"; journal: {runner.book.path}"
+        )
+    elif undone:
+        state = f"every completed step was undone ({len(undone)}); the environment is as it was before"
+    else:
+        state = "nothing was changed"
+    return ApplyResult(
+        tuple(kept), failed, not_run, manual, undone=tuple(undone), skipped=tuple(skipped), interrupted=signum,
+        journal=runner.book.path if runner.book.entries else None, state=state,
+    )  # fmt: skip
+
+
+def _rollback(book: J.Journal) -> tuple[list[tuple[J.Entry, str | None]], int | None]:
+    """Undo the journal with SIGINT/SIGTERM/SIGHUP held: a Ctrl-C cannot stop it half-way; it is reported."""
+    from fa_doctor.interrupt import Interrupted
+
+    late: int | None = None
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, interrupt.SIGNALS)
+    try:
+        results, _ = book.rollback()
+    finally:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a held signal's handler runs here
+        except Interrupted as exc:
+            late = exc.signum
+    return results, late
+
+
+def _cleanup(workdir: str, keep_journal: bool) -> None:
+    for name in os.listdir(workdir) if os.path.isdir(workdir) else ():
+        if keep_journal and name == "journal.json":
+            continue
+        path = os.path.join(workdir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    if not keep_journal:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+__all__ = ["ApplyResult", "Inventory", "Step", "apply"]
