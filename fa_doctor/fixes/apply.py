@@ -125,6 +125,15 @@ def apply(
         trouble = result is None or (not result.ok and result.journal is not None)
         runner.close(keep=result is None or bool(result.ran and not result.ok))
         _cleanup(workdir, keep_journal=trouble and bool(book.entries))
+        _forget_listings()
+
+
+def _forget_listings() -> None:
+    """The folder listings cached during the proofs are stale now: the re-check must read the folders again."""
+    from fa_doctor.probes import modules
+
+    modules.listdir.cache_clear()
+    modules.by_stem.cache_clear()
 
 
 def _transaction(
