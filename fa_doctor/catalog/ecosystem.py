@@ -1,4 +1,5 @@
-"""Questions about released packages, answered from the generated tables in `releases.py`.
+"""Questions about released packages, answered from the generated tables in `releases.py` (imported on the first
+question, so the static check of a healthy install, which asks none, never loads them).
 
 Every answer is read from the metadata of a released artifact (`releases.SOURCES` names it); nothing here
 knows a version by heart. Requirement lines are parsed with `packaging`, as pip parses them.
@@ -10,7 +11,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from fa_doctor.catalog import names, releases
+from fa_doctor.catalog import names
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -39,11 +40,15 @@ def _version(text: str) -> Version | None:
 
 def versions(name: str) -> tuple[str, ...]:
     """Every non-yanked release of `name` on the index, oldest first (empty when the catalog does not track it)."""
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
     found: tuple[str, ...] = releases.VERSIONS.get(_norm(name), ())
     return found
 
 
 def known(name: str) -> bool:
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
     return _norm(name) in releases.VERSIONS
 
 
@@ -71,6 +76,8 @@ def latest(name: str, *, pre: bool = False) -> str | None:
 
 def _requirements(name: str, version: str) -> list[Requirement]:
     from packaging.requirements import InvalidRequirement, Requirement
+
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
 
     out = []
     for line in releases.REQUIRES.get(_norm(name), {}).get(version, ()):
@@ -116,6 +123,8 @@ def releases_pinning(name: str, dep: str, dep_version: str) -> tuple[str, ...]:
 def releases_admitting(name: str, dep: str, dep_version: str) -> tuple[str, ...]:
     """Releases of `name` whose requirement on `dep` admits `dep_version` (or that do not require it), newest
     first; only releases whose requirements the catalog read."""
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
     have = _version(dep_version.split("+", 1)[0])
     if have is None:
         return ()
@@ -138,6 +147,8 @@ def releases_admitting(name: str, dep: str, dep_version: str) -> tuple[str, ...]
 @lru_cache(maxsize=64)
 def pypi_torch_cuda(torch_version: str) -> int | None:
     """The CUDA major of PyPI's default torch build of this release (from its nvidia-cuda-runtime pin)."""
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
     for line in releases.REQUIRES.get(names.TORCH, {}).get(torch_version.split("+", 1)[0], ()):
         m = re.match(r"\s*nvidia-cuda-runtime-cu(\d+)\b", line)
         if m:
@@ -167,6 +178,8 @@ def sgl_kernel_cuda(version: str) -> int | None:
 
 def torch_channels(torch_mm: tuple[int, int]) -> tuple[str, ...]:
     """download.pytorch.org's CUDA channels for a torch release (`cu126`, ...), oldest CUDA first."""
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
     return releases.TORCH_CHANNELS.get(f"{torch_mm[0]}.{torch_mm[1]}", ())
 
 
@@ -206,6 +219,8 @@ def fa2_wheel(
     release: str, torch_mm: tuple[int, int], cuda_major: int, cxx11abi: bool, python: tuple[int, int], platform: str
 ) -> str | None:
     """The URL of flash-attn's GitHub release wheel for this build, when the release matrix has one."""
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
     matrix = releases.FA2_WHEELS.get(release)
     if not matrix:
         return None
@@ -234,11 +249,15 @@ def fa2_wheel(
 
 
 def fa2_has_matrix(release: str) -> bool:
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
     return release in releases.FA2_WHEELS
 
 
 def fa2_release() -> str | None:
     """The newest flash-attn release with a known wheel matrix."""
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
     known_ = [v for v in releases.FA2_WHEELS if _version(v) is not None]
     return max(known_, key=_key) if known_ else None
 
