@@ -125,7 +125,7 @@ def _cases() -> list[object]:
         ),
         P(lambda c: c.t.behave(dry="conflict"), move_then_pip, "refused", "cannot resolve", id="resolution-impossible"),
         P(
-            lambda c: (c.t.behave(dry="hang"), setattr(c, "timeout", 2)),
+            lambda c: (c.t.behave(dry="hang"), setattr(c, "timeout", 6)),
             move_then_pip,
             "refused",
             "did not finish",
@@ -382,10 +382,10 @@ def _cases() -> list[object]:
         ),
         P(lambda c: c.t.behave(install="enospc"), move_then_pip, "undone", "failed", id="disk-full-during-install"),
         P(
-            lambda c: (c.t.behave(install="hang"), setattr(c, "timeout", 2)),
+            lambda c: (c.t.behave(install="hang"), setattr(c, "timeout", 6)),
             move_then_pip,
             "undone",
-            "timed out after 2 s",
+            "timed out after 6 s",
             id="install-hangs",
         ),
         P(lambda c: c.t.behave(install="sigkill-self"), move_then_pip, "undone", "exit -9", id="pip-killed"),
