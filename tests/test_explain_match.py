@@ -198,8 +198,12 @@ def test_match_is_frozen_and_serialisable() -> None:
         "extracted",
         "confirm_with",
         "links",
+        "reasons",
+        "verdict",
+        "verdict_reason",
     }
     assert "binary.undefined_symbol" in m.confirm_with and m.links
+    assert m.reasons and m.verdict == ""  # no --python: the machine says nothing
 
 
 # ---------------------------------------------------------------------------------------------- facts

@@ -98,6 +98,9 @@ class Match:
     extracted: Mapping[str, str] = field(default_factory=dict)
     confirm_with: tuple[str, ...] = ()
     links: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()  # the evidence that weighed most for this category, in words
+    verdict: str = ""  # with --python: "confirmed" or "ruled out" by this machine ("" when it says nothing)
+    verdict_reason: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extracted", MappingProxyType(dict(self.extracted)))
@@ -113,6 +116,9 @@ class Match:
             "extracted": dict(self.extracted),
             "confirm_with": list(self.confirm_with),
             "links": list(self.links),
+            "reasons": list(self.reasons),
+            "verdict": self.verdict,
+            "verdict_reason": self.verdict_reason,
         }
 
 
