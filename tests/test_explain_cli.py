@@ -88,11 +88,27 @@ def test_explain_without_python_prints_no_install(cli: Any, paste: str) -> None:
 
 
 def test_explain_with_python_plans_as_check_does(cli: Any, fenv: FakeEnv) -> None:
-    """With --python: the same planner as check, so every install holds the target's torch."""
+    """With --python: the same planner as check, so every install holds the target's torch, and the paste's own
+    entry installs no bare name (a less likely category's rebuild may add unpinned build tools such as ninja)."""
     fenv.torch("2.13.0+cu126", "12.6")
     run = cli("explain", INSTALL_PASTES["missing.sgl-kernel"], "--json", "--python", fenv.python)
-    installs = [
-        a for f in run.doc["findings"] for r in f["remedies"] for a in r["actions"] if a["kind"] == "pip-install"
-    ]
-    assert installs and all("torch==2.13.0" in a["constraints"] for a in installs)
-    assert all(any("==" in r for r in a["requirements"]) for a in installs)  # never a bare name
+    every = [a for f in run.doc["findings"] for r in f["remedies"] for a in r["actions"] if a["kind"] == "pip-install"]
+    assert every and all("torch==2.13.0" in a["constraints"] for a in every)
+    first = run.doc["findings"][0]
+    assert first["evidence"]["id"] == "missing.sgl-kernel"
+    installs = [a for r in first["remedies"] for a in r["actions"] if a["kind"] == "pip-install"]
+    assert installs and all(any("==" in r for r in a["requirements"]) for a in installs)  # never a bare name
+
+
+def test_python_runs_the_checks_and_says_what_the_machine_shows(cli: Any, fenv: FakeEnv) -> None:
+    """No GPU in the fake target: check's gpu.none confirms "no GPU", and that answer says so; the exit code
+    is explain's (0), not the checks'."""
+    fenv.torch("2.8.0+cu128", "12.8")
+    paste = "RuntimeError: No CUDA GPUs are available\nflash_attn_2_cuda.fwd(q, k, v)"
+    run = cli("explain", paste, "--json", "--python", fenv.python)
+    assert run.code == 0 and [f["id"] for f in run.doc["findings"]] == ["explain.match"] * len(run.doc["matches"])
+    first = run.doc["matches"][0]
+    assert first["category"] == "no-gpu" and first["verdict"] == "confirmed" and "GPU" in first["verdict_reason"]
+    assert all(m["verdict"] in ("", "confirmed", "ruled out") for m in run.doc["matches"])
+    human = cli("explain", paste, "--python", fenv.python)
+    assert "On this machine: confirmed" in human.stdout

@@ -3,7 +3,8 @@
 The matching lives in `fa_doctor/knowledge` (the same table `check` classifies smoke-test errors with). Each
 ranked match becomes an `explain.match` finding (its remedies, the `check` findings that would confirm it), and
 the typed `ExplainPayload` carries the matches for the JSON envelope's `matches`. With `--python`, the target's
-versions make the remedies exact.
+facts make the remedies exact, and check's checks run on them (no smoke test): each hypothesis the machine
+confirms or rules out says so, and the ranking follows (fa_doctor/knowledge/verify.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from fa_doctor.lines import Lines
 from fa_doctor.result import CannotRun, ExplainPayload, Result
 
 if TYPE_CHECKING:
+    from fa_doctor.commands.options import CheckOptions
+    from fa_doctor.facts import Facts
     from fa_doctor.knowledge import Match
     from fa_doctor.probes.target import TargetProbe
 
@@ -59,11 +62,18 @@ def read_input(options: ExplainOptions, stdin: BinaryIO | None = None) -> str:
 
 def _finding(m: Match) -> Finding:
     confirm = ", ".join(m.confirm_with)
+    lines = [m.cause]
+    if m.verdict:
+        lines.append(f"On this machine: {m.verdict} ({m.verdict_reason}).")
+    if m.reasons:
+        lines.append("Evidence: " + "; ".join(m.reasons) + ".")
+    if confirm and not m.verdict:
+        lines.append(f"`fa-doctor check` confirms it with: {confirm}.")
     return Finding(
         "explain.match",
         Severity.INFO,
         m.title,
-        Lines([m.cause, *([f"`fa-doctor check` confirms it with: {confirm}."] if confirm else [])]),
+        Lines(lines),
         {
             "id": m.id,
             "category": m.category,
@@ -71,6 +81,9 @@ def _finding(m: Match) -> Finding:
             "extracted": dict(m.extracted),
             "confirm_with": list(m.confirm_with),
             "links": list(m.links),
+            "reasons": list(m.reasons),
+            "verdict": m.verdict,
+            "verdict_reason": m.verdict_reason,
         },
         m.remedies,
     )
@@ -88,6 +101,18 @@ def _no_match() -> Finding:
     )
 
 
+def _checks(facts: Facts, options: CheckOptions) -> list[Finding]:
+    """check's checks on the target's facts, each contained; nothing when the inventory itself fails."""
+    from fa_doctor.commands.check import run_checks
+    from fa_doctor.derive import derive
+
+    try:
+        derived = derive(facts)
+    except Exception:  # check reports this as a crash finding; explain only loses the machine's verdicts
+        return []
+    return run_checks(facts, derived, options)
+
+
 def run(
     options: ExplainOptions, progress: Callable[[str], None] | None = None, pending: TargetProbe | None = None
 ) -> Result:
@@ -96,14 +121,19 @@ def run(
 
     text = read_input(options)
     facts = None
+    checked: list[Finding] | None = None
     if options.python:
         from fa_doctor.commands.check import gather
         from fa_doctor.commands.options import CheckOptions
 
         if progress:
             progress("reading the target's versions")
-        facts = gather(CheckOptions(python=options.python, smoke=False), {}, pending)
-    matches = tuple(explain(text, facts, options.limit))
+        check_options = CheckOptions(python=options.python, smoke=False)
+        facts = gather(check_options, {}, pending)
+        if progress:
+            progress("checking the target")
+        checked = _checks(facts, check_options)
+    matches = tuple(explain(text, facts, options.limit, checked))
     findings = tuple(_finding(m) for m in matches) or (_no_match(),)
     payload = ExplainPayload(matches, len(text), facts.target if facts else None)
     return Result("explain", findings, payload)

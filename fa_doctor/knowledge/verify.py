@@ -1,0 +1,125 @@
+"""Which of explain's hypotheses this machine confirms or rules out, from the target's facts and check's findings.
+
+`explain --python` gathers the target's facts and runs check's checks on them (no smoke test); this module only
+reads the result: a failing `binary.undefined_symbol` confirms an ABI mismatch, a visible Ampere GPU with a
+CUDA torch rules out "no GPU", and so on. A verdict multiplies the model's probability by a likelihood ratio
+(CONFIRMS / RULES_OUT) before the ranking is renormalised, so the first answer is about this machine.
+
+The ratios are hand-set, not fitted: the corpus holds pastes, not the environments they came from. Confidence
+after a verdict is the calibration table applied to the re-weighted probability, an extrapolation the
+calibration was not measured on (the report says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fa_doctor.finding import Finding, Severity
+
+if TYPE_CHECKING:
+    from fa_doctor.facts import Facts
+
+CONFIRMED, RULED_OUT = "confirmed", "ruled out"
+LIKELIHOOD = {CONFIRMED: 4.0, RULED_OUT: 0.25}
+
+# category -> check findings that, failing (or warning), confirm it on this machine.
+_CONFIRMED_BY: dict[str, tuple[str, ...]] = {
+    "abi-mismatch": ("binary.undefined_symbol",),
+    "arch-unsupported": ("gpu.unsupported", "binary.no_kernel_image"),
+    "glibc": ("binary.glibc",),
+    "cuda-runtime": ("binary.cudart_mismatch",),
+    "no-gpu": ("gpu.none", "torch.cpu_build"),
+    "missing-module": ("package.none", "package.broken", "package.shadowed", "torch.missing"),
+    "selection-override": ("override.invalid", "override.unavailable", "selection.unavailable", "knob.invalid"),
+    "fa3-unavailable": ("override.unavailable", "selection.unavailable"),
+    "api-mismatch": ("package.conflict",),
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: str  # CONFIRMED or RULED_OUT
+    reason: str
+    findings: tuple[str, ...] = ()  # check's finding ids behind it
+
+
+def verdicts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
+    """category -> what this machine says about it (categories it says nothing about are absent)."""
+    bad: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.severity in (Severity.FAIL, Severity.WARN):
+            bad.setdefault(f.id, []).append(f)
+    out: dict[str, Verdict] = {}
+    for category, ids in _CONFIRMED_BY.items():
+        hit = [i for i in ids if i in bad]
+        if hit:
+            titles = "; ".join(bad[i][0].title for i in hit)
+            out[category] = Verdict(CONFIRMED, f"`fa-doctor check` finds it here: {titles}", tuple(hit))
+    requirement = [f for f in bad.get("package.requirement", []) if "torch" in f"{f.title} {f.detail}".lower()]
+    if requirement and "abi-mismatch" not in out:
+        out["abi-mismatch"] = Verdict(
+            CONFIRMED, f"torch differs from a build's pin: {requirement[0].title}", ("package.requirement",)
+        )
+    for category, verdict in _from_facts(facts, findings).items():
+        out.setdefault(category, verdict)
+    return out
+
+
+def _from_facts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
+    out: dict[str, Verdict] = {}
+    torch, caps = facts.torch, facts.capabilities
+    ids = {f.id for f in findings}
+    gpus = ", ".join(f"{d.name} ({d.capability[0]}.{d.capability[1]})" for d in facts.gpus.devices if d.capability)
+    if torch is not None and torch.hip:
+        out["rocm"] = Verdict(CONFIRMED, f"torch {torch.version} is a ROCm build (HIP {torch.hip})")
+    elif torch is not None and torch.cuda and facts.gpus.devices:
+        out["rocm"] = Verdict(RULED_OUT, f"torch {torch.version} is a CUDA build and the GPUs are NVIDIA's ({gpus})")
+    if torch is not None and torch.cuda and facts.gpus.devices:
+        out["no-gpu"] = Verdict(RULED_OUT, f"torch {torch.version} has CUDA {torch.cuda} and sees {gpus}")
+    if caps and all(c >= (8, 0) for c in caps) and "binary.archs" in ids:
+        out["arch-unsupported"] = Verdict(
+            RULED_OUT, f"every GPU is Ampere or newer ({gpus}) and the installed extensions carry code for them"
+        )
+    if caps and all(c < (9, 0) for c in caps):
+        out["fa3-unavailable"] = Verdict(
+            CONFIRMED, f"FlashAttention-3 needs a Hopper GPU (9.0); this machine has {gpus}"
+        )
+    if "binary.archs" in ids:  # the compiled extensions were read
+        if "binary.undefined_symbol" not in ids and torch is not None:
+            out["abi-mismatch"] = Verdict(
+                RULED_OUT, f"every torch symbol the installed extensions need is exported by torch {torch.version}"
+            )
+        if "binary.glibc" not in ids:
+            out["glibc"] = Verdict(
+                RULED_OUT, f"the installed extensions' glibc/libstdc++ needs are met ({facts.target.libc})"
+            )
+    driver = _version(facts.gpus.cuda_driver_version)
+    runtime = facts.torch_cuda
+    if driver and runtime:
+        if driver < runtime:
+            out["driver-too-old"] = Verdict(
+                CONFIRMED,
+                f"the driver supports CUDA {facts.gpus.cuda_driver_version}, torch is built for a newer CUDA",
+            )
+        else:
+            out["driver-too-old"] = Verdict(
+                RULED_OUT, f"the driver supports CUDA {facts.gpus.cuda_driver_version}, enough for torch's CUDA"
+            )
+    return out
+
+
+def _version(text: str | None) -> tuple[int, int] | None:
+    parts = (text or "").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return None
+
+
+def reweigh(probabilities: Mapping[str, float], found: Mapping[str, Verdict]) -> dict[str, float]:
+    """The model's probabilities times each verdict's likelihood ratio, renormalised."""
+    raw = {c: p * (LIKELIHOOD[found[c].state] if c in found else 1.0) for c, p in probabilities.items()}
+    total = sum(raw.values()) or 1.0
+    return {c: p / total for c, p in raw.items()}
