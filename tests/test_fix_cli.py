@@ -146,3 +146,21 @@ def test_fix_command_names_only_what_fix_can_do() -> None:
     assert Remedy("d", actions=(RunCommand(("nvidia-smi",)),)).fix_command("gpu.none") is None
     assert Remedy("c", actions=(SetEnv("CUDA_VISIBLE_DEVICES", "0"),)).fix_command("gpu.mixed") is None
     assert Remedy("m", actions=(move,)).fix_command("explain.match") is None
+
+
+def test_a_repair_that_moves_torch_is_held_back_and_said(cli: Any, fenv: FakeEnv, tmp_path: Path) -> None:
+    """A CPU torch next to a GPU: its repair swaps torch, which fix plans only with --allow-torch-change."""
+    from conftest import gpu_env
+    from fakeenv import H200
+
+    fenv.torch("2.13.0+cpu", cuda=None)
+    fenv.fa4()
+    env = gpu_env(tmp_path, H200)
+    run = cli("fix", "--plan", "--json", "--no-smoke", "--python", fenv.python, env=env)
+    assert not [s for s in run.doc["plan"] if s["finding"] == "torch.cpu_build"]
+    held = run.finding("fix.needs_torch_change")
+    assert held["evidence"]["findings"] == ["torch.cpu_build"]
+    allowed = cli("fix", "--plan", "--json", "--no-smoke", "--allow-torch-change", "--python", fenv.python, env=env)
+    (step,) = [s for s in allowed.doc["plan"] if s["finding"] == "torch.cpu_build"]
+    assert "torch==2.13.0+cu126" in step["command"]
+    assert "fix.needs_torch_change" not in allowed.ids()

@@ -122,8 +122,31 @@ def plan(
     steps = plan_steps(before.findings, options.only, options.allow_torch_change)
     payload = FixPayload("plan", plan=steps, check=before.check)
     unknown = sorted(set(options.only) - {f.id for f in before.findings})
-    extra = (_unknown_only(unknown, before.findings),) if unknown else ()
+    held = None if options.allow_torch_change else _held_for_torch(before.findings, steps, options.only)
+    extra = tuple(f for f in (_unknown_only(unknown, before.findings) if unknown else None, held) if f is not None)
     return replace(before, command="fix", payload=payload, findings=(*before.findings, *extra)), steps
+
+
+def _held_for_torch(findings: Sequence[Finding], steps: Sequence[PlanStep], only: Sequence[str]) -> Finding | None:
+    """Findings whose only repair moves torch: said, not silently left out of the plan."""
+    planned = {s.finding for s in steps}
+    ids = sorted(
+        f.id
+        for f in findings
+        if (f.id in only or (not only and f.severity in (Severity.FAIL, Severity.WARN)))
+        and f.id not in planned
+        and any(r.replaces_torch and r.actions for r in f.remedies)
+    )
+    if not ids:
+        return None
+    return Finding(
+        "fix.needs_torch_change",
+        Severity.INFO,
+        f"Not planned: the repair of {', '.join(ids)} replaces torch",
+        "fa-doctor never moves the server's torch on its own. Read that remedy: it says which torch it installs "
+        "and why; if that is what you want, plan again with --allow-torch-change.",
+        {"findings": ids},
+    )
 
 
 def _unknown_only(unknown: Sequence[str], findings: Sequence[Finding]) -> Finding:
