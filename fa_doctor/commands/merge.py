@@ -11,8 +11,9 @@ from typing import Any, BinaryIO
 
 from fa_doctor.fleet.load import judged
 from fa_doctor.fleet.merge import Merger
+from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.fleet.verdict import fleet_result
-from fa_doctor.result import CannotRun, Result
+from fa_doctor.result import Result
 
 Progress = Callable[[str], None]
 
@@ -25,18 +26,21 @@ class MergeOptions:
     jobs: int | None = None  # worker processes; None: one per core when there are many reports
 
 
+_TTY = "`-` reads reports from standard input: pipe them in (cat reports/*.jsonl | fa-doctor merge -)"
+
+
 def _stdin(paths: tuple[str, ...]) -> BinaryIO | None:
-    if "-" not in paths:
+    if "-" not in paths or sys.stdin is None:
         return None
-    if sys.stdin is None or sys.stdin.isatty():
-        raise CannotRun("`-` reads reports from standard input: pipe them in (cat reports/*.jsonl | fa-doctor merge -)")
-    return sys.stdin.buffer
+    return None if sys.stdin.isatty() else sys.stdin.buffer
 
 
 def run(options: MergeOptions, progress: Progress | None = None, early: Any = None) -> Result:
     start = time.perf_counter()
     merger = Merger()
     stdin = _stdin(options.paths)
+    if "-" in options.paths and stdin is None:
+        return fleet_result("merge", FleetPayload(), {}, options.strict, _TTY)
     # Parsing makes millions of short-lived acyclic objects while the kept summaries grow: the cyclic collector
     # would rescan those summaries again and again (a third of the time at 10,000 reports) and find nothing.
     gc.disable()

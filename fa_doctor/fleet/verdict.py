@@ -87,9 +87,11 @@ def findings(payload: FleetPayload) -> tuple[Finding, ...]:
     return tuple(out)
 
 
-def fleet_result(command: str, payload: FleetPayload, timings: Mapping[str, float], strict: bool = False) -> Result:
-    error = None
-    if not payload.nodes:
+def fleet_result(
+    command: str, payload: FleetPayload, timings: Mapping[str, float], strict: bool = False, error: str | None = None
+) -> Result:
+    """`error`: the command could not run at all (no Ray cluster, stdin a terminal): exit 2, still a fleet report."""
+    if error is None and not payload.nodes:
         refused = f" ({len(payload.refused)} refused, {len(payload.unreachable)} unreachable)"
         error = "no node report could be read" + (refused if payload.refused or payload.unreachable else "")
     return Result(command, findings(payload), payload, timings, strict, error)

@@ -1,0 +1,70 @@
+"""`fa-doctor fleet ENGINE`: run `check` on every node through the engine the cluster runs, and merge the
+reports into one fleet report (as `merge` does). ENGINE: `ray`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fa_doctor.result import Result
+
+ENGINES = ("ray",)
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    engine: str
+    address: str | None = None
+    deadline: float = 600.0  # --node-timeout: a node that has not answered by then is unreachable
+    check_args: tuple[str, ...] = ()  # the check options, as each node's `fa-doctor check` gets them
+    strict: bool = False
+
+
+def check_argv(**kw: Any) -> tuple[str, ...]:
+    """The check options given to `fleet`, as command-line arguments for each node's check."""
+    argv: list[str] = []
+    for flag, key in (("--no-smoke", "no_smoke"), ("--all", "smoke_all"), ("--require-gpu", "require_gpu")):
+        if kw.get(key):
+            argv.append(flag)
+    for flag, key in (("--no-cache", "no_cache"), ("--strict", "strict")):
+        if kw.get(key):
+            argv.append(flag)
+    valued = (
+        ("--python", "python"),
+        ("--attention-backend", "attention"),
+        ("--prefill-attention-backend", "prefill"),
+        ("--decode-attention-backend", "decode"),
+        ("--gpus", "gpus"),
+        ("--gpu-arch", "gpu_arch"),
+    )
+    for flag, key in valued:
+        if kw.get(key) is not None:
+            argv += [flag, str(kw[key])]
+    if kw.get("timeout") is not None:
+        argv += ["--timeout", repr(float(kw["timeout"]))]
+    return tuple(argv)
+
+
+def run(options: FleetOptions, progress: Progress | None = None, early: Any = None) -> Result:
+    from fa_doctor.fleet.fanout import NoRay, collect
+    from fa_doctor.fleet.merge import Merger
+    from fa_doctor.fleet.model import FleetPayload
+    from fa_doctor.fleet.read import split
+    from fa_doctor.fleet.verdict import fleet_result
+
+    start = time.perf_counter()
+    try:
+        answers, unreachable = collect(options.address, options.check_args, options.deadline, progress)
+    except NoRay as exc:
+        return fleet_result("fleet", FleetPayload(engine=options.engine), {}, options.strict, str(exc))
+    asked = time.perf_counter()
+    merger = Merger()
+    for answer in answers:
+        for item in split(f"ray:{answer.node_id[:12]}", answer.report, False):
+            merger.add(item)
+    payload = merger.payload(unreachable=unreachable, engine=options.engine)
+    timings = {"nodes": asked - start, "merge": time.perf_counter() - asked, "total": time.perf_counter() - start}
+    return fleet_result("fleet", payload, timings, options.strict)

@@ -1,0 +1,131 @@
+"""`fa-doctor fleet ray`: one `check` on every alive node of a Ray cluster, the cluster multi-node vLLM and SGLang
+deployments already run, instead of an agent of our own.
+
+Each node gets one task, pinned to it by node affinity (`soft=False`: it runs there or nowhere), asking for all
+of the node's GPUs so that the smoke test gets them (Ray sets `CUDA_VISIBLE_DEVICES`) and no CPU (so a node whose
+CPUs are all reserved still answers). The task runs `python -m fa_doctor check --format json ...` in a bounded
+child (`fa_doctor.proc`), with `FA_DOCTOR_RAY_NODE_ID` naming the node for the report's `host`, and returns its
+output. What has not answered by the deadline (a node whose GPUs a running server holds, a dead raylet) is
+listed as unreachable and its task cancelled. Ray is imported here only, when the command runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fa_doctor.fleet.model import Unreachable
+from fa_doctor.fleet.read import REPORT_LIMIT
+
+_STDERR_TAIL = 600
+_CONNECT_SECONDS = 10
+_MARGIN = 5.0  # seconds between the child's own deadline and the driver's: the answer still travels back
+
+
+@dataclass(frozen=True)
+class Answer:
+    node: str  # "HOST (ray:ID12)"
+    node_id: str
+    report: bytes  # the check's stdout: one JSON document
+
+
+class NoRay(Exception):
+    """Ray is missing or the cluster cannot be reached: a usage problem (exit 2), said plainly."""
+
+
+def check_on_node(argv: Sequence[str], node_id: str, timeout: float) -> tuple[int | None, bytes, str]:
+    """Runs in a Ray worker on the node: the check in a bounded child, its report on stdout."""
+    from fa_doctor import proc
+    from fa_doctor.probes.host import RAY_NODE_VAR
+
+    env = {**os.environ, RAY_NODE_VAR: node_id}
+    command = [sys.executable, "-m", "fa_doctor", "check", "--format", "json", "--no-color", *argv]
+    done = proc.run(command, timeout, env=env, max_output=REPORT_LIMIT)
+    return done.returncode, done.stdout, done.err()[-_STDERR_TAIL:]
+
+
+def label(node: dict[str, Any]) -> str:
+    host = node.get("NodeManagerHostname") or node.get("NodeManagerAddress") or "?"
+    return f"{host} (ray:{str(node.get('NodeID', ''))[:12]})"
+
+
+def _reachable(address: str) -> str | None:
+    """Ray retries a GCS address that does not answer for minutes: a plain TCP connection says so in seconds."""
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or not host or "://" in address:
+        return None  # ray://..., a name Ray resolves itself: let Ray judge it
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_SECONDS).close()
+    except OSError as exc:
+        return f"nothing answers there ({exc.strerror or type(exc).__name__})"
+    return None
+
+
+def _connect(address: str | None) -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise NoRay("fleet ray needs Ray on this machine and the nodes: pip install 'fa-doctor[fleet]'") from None
+    problem = _reachable(address) if address else None
+    if problem:
+        raise NoRay(f"cannot connect to a Ray cluster at {address}: {problem}")
+    try:
+        ray.init(address=address or "auto", log_to_driver=False, logging_level=logging.WARNING)
+    except Exception as exc:  # ConnectionError, RuntimeError: Ray's words for "no cluster there"
+        where = address or "auto (RAY_ADDRESS, or a cluster started on this machine)"
+        raise NoRay(f"cannot connect to a Ray cluster at {where}: {exc}") from None
+    return ray
+
+
+def collect(
+    address: str | None, argv: Sequence[str], deadline: float, progress: Callable[[str], None] | None = None
+) -> tuple[list[Answer], list[Unreachable]]:
+    ray = _connect(address)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    try:
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        task = ray.remote(check_on_node)
+        refs = {}
+        for node in nodes:
+            gpus = float(node.get("Resources", {}).get("GPU", 0))
+            refs[
+                task.options(
+                    num_cpus=0,
+                    num_gpus=gpus,
+                    max_retries=0,
+                    name="fa-doctor check",
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+                ).remote(list(argv), node["NodeID"], max(1.0, deadline - _MARGIN))
+            ] = node
+        if progress:
+            progress(f"fa-doctor fleet: checking {len(nodes)} Ray node(s)")
+        ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=deadline) if refs else ([], [])
+        answers, unreachable = [], []
+        for ref in ready:
+            node = refs[ref]
+            try:
+                code, out, err = ray.get(ref)
+            except Exception as exc:  # the task failed on the node: fa-doctor missing there, worker died, ...
+                first = (str(exc).strip().splitlines() or [""])[-1][:_STDERR_TAIL]
+                unreachable.append(Unreachable(label(node), f"the check task failed: {type(exc).__name__}: {first}"))
+                continue
+            if code is None or code < 0 or not out.strip():
+                why = f"check ended without a report (exit {code}): {err.strip()[-_STDERR_TAIL:] or 'no output'}"
+                unreachable.append(Unreachable(label(node), why))
+            else:
+                answers.append(Answer(label(node), node["NodeID"], out))
+        for ref in pending:
+            ray.cancel(ref, force=True)
+            why = f"no report within {deadline:g} s (its GPUs held by a running server, or the node is stuck)"
+            unreachable.append(Unreachable(label(refs[ref]), why))
+        order = {node["NodeID"]: number for number, node in enumerate(nodes)}
+        answers.sort(key=lambda a: order[a.node_id])
+        return answers, sorted(unreachable, key=lambda u: u.node)
+    finally:
+        ray.shutdown()
