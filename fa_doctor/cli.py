@@ -16,6 +16,8 @@ from fa_doctor import __version__
 from fa_doctor.cli_options import (
     ATTENTION,
     DECODE,
+    EXIT_CODES,
+    EXIT_CODES_EXEC,
     FORMAT,
     FRESH,
     GPU_ARCH,
@@ -28,6 +30,7 @@ from fa_doctor.cli_options import (
     NO_SMOKE,
     PREFILL,
     PYTHON,
+    QUIET,
     SMOKE_ALL,
     STRICT,
     SUMMARY,
@@ -44,7 +47,7 @@ from fa_doctor.cli_options import (
 app = typer.Typer(
     name="fa-doctor",
     help="Diagnose FlashAttention (FA2/FA3/FA4) installs before an LLM server starts.",
-    add_completion=False,
+    epilog=EXIT_CODES,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -65,7 +68,7 @@ def root(
     """fa-doctor: find broken, shadowed and mis-pinned FlashAttention installs, and say how to fix them."""
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES)
 def check(
     ctx: typer.Context,
     python: Optional[str] = PYTHON,
@@ -75,6 +78,7 @@ def check(
     markdown: Optional[str] = MARKDOWN,
     summary: bool = SUMMARY,
     verbose: bool = VERBOSE,
+    quiet: bool = QUIET,
     strict: bool = STRICT,
     no_smoke: bool = NO_SMOKE,
     smoke_all: bool = SMOKE_ALL,
@@ -94,7 +98,7 @@ def check(
     from fa_doctor.output import run_and_deliver
 
     options = check_options(**locals())
-    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary, quiet=quiet)
     code, _ = run_and_deliver(
         "check", lambda progress, early: command.run(options, progress, early), out, ctx, python=options.python
     )
@@ -104,6 +108,7 @@ def check(
 @app.command(
     "exec",
     context_settings={"allow_interspersed_args": False},
+    epilog=EXIT_CODES_EXEC,
 )
 def exec_(
     ctx: typer.Context,
@@ -115,6 +120,7 @@ def exec_(
     markdown: Optional[str] = MARKDOWN,
     summary: bool = SUMMARY,
     verbose: bool = VERBOSE,
+    quiet: bool = QUIET,
     strict: bool = STRICT,
     no_smoke: bool = NO_SMOKE,
     smoke_all: bool = SMOKE_ALL,
@@ -144,7 +150,7 @@ def exec_(
         allow_no_gpu=allow_no_gpu,
         unset_override=unset_override,
     )
-    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary, quiet=quiet)
     planned = command.plan(options)
     code, result = run_and_deliver(
         "exec",
@@ -185,7 +191,7 @@ def explain(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES)
 def fix(
     ctx: typer.Context,
     unset_override: bool = typer.Option(
@@ -212,6 +218,7 @@ def fix(
     fmt: str = FORMAT,
     as_json: bool = JSON,
     verbose: bool = VERBOSE,
+    quiet: bool = QUIET,
     strict: bool = STRICT,
     no_smoke: bool = NO_SMOKE,
     timeout: float = TIMEOUT,
@@ -221,7 +228,7 @@ def fix(
     from fa_doctor.commands import fix as command
     from fa_doctor.output import deliver_fix_override, run_and_deliver
 
-    out = outputs(fmt, as_json, verbose, no_color, junit=None, markdown=None, summary=False)
+    out = outputs(fmt, as_json, verbose, no_color, junit=None, markdown=None, summary=False, quiet=quiet)
     if unset_override or set_value is not None or env_files:
         if plan_only or apply:
             raise typer.BadParameter("--unset-override does not combine with --plan or --apply")
@@ -256,7 +263,7 @@ def fix(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES)
 def merge(
     ctx: typer.Context,
     paths: list[str] = typer.Argument(..., metavar="PATH... | -", help="Report files, folders, or - (stdin)."),
@@ -266,6 +273,7 @@ def merge(
     markdown: Optional[str] = MARKDOWN,
     summary: bool = SUMMARY,
     verbose: bool = VERBOSE,
+    quiet: bool = QUIET,
     strict: bool = STRICT,
     expect: Optional[int] = typer.Option(None, "--expect", min=1, metavar="N", help="Fewer node reports fail."),
     no_color: bool = NO_COLOR,
@@ -275,7 +283,7 @@ def merge(
     from fa_doctor.output import run_and_deliver
 
     options = command.MergeOptions(tuple(paths), strict=strict, expect=expect)
-    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary, quiet=quiet)
     code, _ = run_and_deliver(
         "merge", lambda progress, early: command.run(options, progress, early), out, ctx, python=None
     )
@@ -296,7 +304,7 @@ def _deadline(value: float) -> float:
     return value
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES)
 def fleet(
     ctx: typer.Context,
     engine: str = typer.Argument(..., metavar="ENGINE", callback=_engine, help="ray: every alive Ray node."),
@@ -311,6 +319,7 @@ def fleet(
     markdown: Optional[str] = MARKDOWN,
     summary: bool = SUMMARY,
     verbose: bool = VERBOSE,
+    quiet: bool = QUIET,
     strict: bool = STRICT,
     no_smoke: bool = NO_SMOKE,
     smoke_all: bool = SMOKE_ALL,
@@ -330,7 +339,7 @@ def fleet(
 
     argv = command.check_argv(**locals())
     options = command.FleetOptions(engine, address, deadline, argv, strict=strict)
-    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary)
+    out = outputs(fmt, as_json, verbose, no_color, junit=junit, markdown=markdown, summary=summary, quiet=quiet)
     code, _ = run_and_deliver(
         "fleet", lambda progress, early: command.run(options, progress, early), out, ctx, python=None
     )

@@ -29,6 +29,8 @@ def _early_python(args: list[str]) -> str | None:
             return head[i + 1] or None
         if arg.startswith("--python="):
             return arg.split("=", 1)[1] or None
+    if os.environ.get("FA_DOCTOR_PYTHON"):  # --python's default, as the CLI reads it
+        return os.environ["FA_DOCTOR_PYTHON"]
     if args[0] == "exec":
         if "--" not in args:
             return None  # the command's own interpreter may be meant; the CLI finds out

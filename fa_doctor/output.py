@@ -32,9 +32,12 @@ class Outputs:
     junit: str | None = None
     markdown: str | None = None
     step_summary: bool = False
+    quiet: bool = False  # the verdict line and what fails; no progress
 
     def color(self, stream: IO[str]) -> bool:
-        return not self.no_color and "NO_COLOR" not in os.environ and _isatty(stream)
+        from fa_doctor.render.terminal import wants_color
+
+        return wants_color(stream, self.no_color)
 
 
 def _isatty(stream: IO[str] | None) -> bool:
@@ -51,10 +54,24 @@ def _width(stream: IO[str]) -> int:
     return 120
 
 
-def render(result: Result, fmt: str, *, verbose: bool = False, color: bool = False, width: int = 120) -> str:
+def render(
+    result: Result,
+    fmt: str,
+    *,
+    verbose: bool = False,
+    color: bool = False,
+    width: int = 120,
+    wrap: bool = False,
+    quiet: bool = False,
+) -> str:
+    """`wrap`: prose wrapped at `width` (a terminal); `quiet`: the human report cut to the verdict and what fails."""
     from fa_doctor.render.base import renderer_for
 
-    return renderer_for(fmt, verbose=verbose, color=color, width=width).render(result)
+    if fmt == "human" and quiet:
+        from fa_doctor.render.quiet import QuietRenderer
+
+        return QuietRenderer(color=color, width=width, wrap=wrap).render(result)
+    return renderer_for(fmt, verbose=verbose, color=color, width=width, wrap=wrap).render(result)
 
 
 def write(stream: IO[str], text: str) -> None:
@@ -98,7 +115,8 @@ def deliver(result: Result, out: Outputs, stream: IO[str] | None = None) -> int:
     problems: list[str] = []
     if stream is None:
         stream = sys.stderr if (result.error and out.format == "human") else sys.stdout
-    text = render(result, out.format, verbose=out.verbose, color=out.color(stream), width=_width(stream))
+    color, width, wrap = out.color(stream), _width(stream), _isatty(stream)
+    text = render(result, out.format, verbose=out.verbose, color=color, width=width, wrap=wrap, quiet=out.quiet)
     for path, fmt in ((out.junit, "junit"), (out.markdown, "markdown")):
         if path:
             problems += filter(None, [_write_file(path, render(result, fmt))])
@@ -154,7 +172,7 @@ def run_and_deliver(
         early = None
     try:
         interrupt.checkpoint("run")
-        with progress_to_stderr(color=out.color(sys.stderr)) as progress:
+        with progress_to_stderr(color=out.color(sys.stderr), quiet=out.quiet) as progress:
             result = run(progress, early)
     except (TargetError, CannotRun) as exc:
         result = error_result(name, str(exc))
@@ -209,7 +227,7 @@ def requested_format(app: Any, args: Sequence[str]) -> str:
     after `--` or after exec's COMMAND counts): a usage error still answers in that format."""
     import typer.main
 
-    fmt, as_json = "human", False
+    fmt, as_json = os.environ.get("FA_DOCTOR_FORMAT") or "human", False  # the option's own default
     # typer vendors click from 0.28 on (typer._click): duck-typed, so either works.
     commands = getattr(typer.main.get_command(app), "commands", {})
     command = commands.get(args[0]) if args else None

@@ -141,6 +141,10 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
     if options.smoke and derived is not None:
         from fa_doctor.commands.smoke_step import smoke_step
 
+        announce = getattr(progress, "static", None)  # a log (no terminal) gets the static verdict before the kernels
+        if callable(announce) and facts.gpus.devices:
+            announce(findings, len(facts.gpus.devices))
+
         t0 = time.perf_counter()
         try:
             more, smoke = smoke_step(facts, options, derived, progress)

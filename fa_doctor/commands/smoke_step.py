@@ -136,7 +136,7 @@ def run_on_devices(
                 timeout=options.timeout,
                 use_cache=options.use_cache,
                 visible_devices=pin_for(device, facts),
-                progress=progress if slot == 0 else None,
+                progress=(lambda message: progress(f"GPU {device.index}: {message}")) if progress else None,
             )
         except Exception as exc:  # becomes an internal.check_crashed finding for this GPU
             results[slot] = exc

@@ -31,8 +31,9 @@ class Renderer(ABC):
     # False only where every string is quoted (JSON): there a line break cannot start a line, and is kept.
     one_line: ClassVar[bool] = True
 
-    def __init__(self, *, verbose: bool = False, color: bool = False, width: int = 120) -> None:
-        self.verbose, self.color, self.width = verbose, color, width
+    def __init__(self, *, verbose: bool = False, color: bool = False, width: int = 120, wrap: bool = False) -> None:
+        # wrap: prose is wrapped at `width` (a terminal); otherwise each item stays on one line (a log).
+        self.verbose, self.color, self.width, self.wrap = verbose, color, width, wrap
 
     def render(self, result: Result) -> str:
         from fa_doctor.render.boundary import prepare
@@ -50,15 +51,23 @@ class Renderer(ABC):
         if own is None:
             return self
         cls: type[Renderer] = getattr(importlib.import_module(own[0]), own[1])
-        return self if isinstance(self, cls) else cls(verbose=self.verbose, color=self.color, width=self.width)
+        if isinstance(self, cls):
+            return self
+        own_renderer = cls(verbose=self.verbose, color=self.color, width=self.width)
+        own_renderer.wrap = self.wrap
+        return own_renderer
 
     @abstractmethod
     def format(self, result: Result) -> str:
         """The whole document for an already prepared result, ending with a newline."""
 
 
-def renderer_for(fmt: str, *, verbose: bool = False, color: bool = False, width: int = 120) -> Renderer:
+def renderer_for(
+    fmt: str, *, verbose: bool = False, color: bool = False, width: int = 120, wrap: bool = False
+) -> Renderer:
     """Imported lazily: a run loads only the format it prints."""
     module, name = _MODULES[fmt]
     cls: type[Renderer] = getattr(importlib.import_module(module), name)
-    return cls(verbose=verbose, color=color, width=width)
+    renderer = cls(verbose=verbose, color=color, width=width)  # a format may take options of its own (junit)
+    renderer.wrap = wrap
+    return renderer

@@ -121,6 +121,16 @@ class HumanRenderer(Renderer):
             Text(pad + text.replace("\n", "\n" + pad), style=style or ""), no_wrap=True, overflow="ignore", crop=False
         )
 
+    def prose(self, text: str, style: str | None = None, indent: int = 0) -> None:
+        """Sentences, wrapped to the terminal (never inside a word or a `command`); one line in a log."""
+        if not self.wrap:
+            self.line(text, style, indent)
+            return
+        from fa_doctor.render.wrap import wrap
+
+        for part in wrap(text, self.width, indent):
+            self.line(part, style)
+
     def _report(self, result: Result) -> None:
         if result.error:
             self.line(f"fa-doctor: {result.error}", "bold red")
@@ -134,13 +144,13 @@ class HumanRenderer(Renderer):
             self.line(f"{found} explanation(s), best first" if found else "No known failure matches", "bold")
         else:
             status = f"Status: {result.status.upper()} — {summary_text(result)} (exit {result.exit_code})"
-            self.line(status, _STATUS_STYLE.get(result.status))
+            self.prose(status, _STATUS_STYLE.get(result.status))
         if target is not None:
-            self.line(selection_line(payload))
-            self.line(gpu_line(payload))
+            self.prose(selection_line(payload))
+            self.prose(gpu_line(payload))
             reused = verdict_line(payload)
             if reused:
-                self.line(reused)
+                self.prose(reused)
         self.line("")
         order = sorted(result.findings, key=lambda f: -f.severity.rank)
         # explain's matches are informational, and they are the whole answer.
@@ -150,7 +160,7 @@ class HumanRenderer(Renderer):
             self.finding(f)
         hidden = len(order) - len(shown)
         if hidden:
-            self.line(f"({hidden} passing or informational finding(s) hidden; -v shows them with evidence)", "dim")
+            self.prose(f"({hidden} passing or informational finding(s) hidden; -v shows them with evidence)", "dim")
         if isinstance(result.payload, FixPayload):
             self._fix(result.payload)
         if self.verbose:
@@ -158,11 +168,11 @@ class HumanRenderer(Renderer):
 
     def finding(self, f: Finding) -> None:
         mark, style = _MARK[f.severity]
-        self.line(f"{mark} {f.title}  [{f.id}]", style)
+        self.prose(f"{mark} {f.title}  [{f.id}]", style)
         if f.detail and (f.severity is not Severity.OK or self.verbose):
-            self.line(f.detail, indent=4)
+            self.prose(f.detail, indent=4)
         for remedy in f.remedies:
-            self.line("fix: " + remedy.text, "bold", indent=4)
+            self.prose("fix: " + remedy.text, "bold", indent=4)
             for command in remedy.lines():
                 self.line(command, "cyan", indent=8)
             apply = remedy.fix_command(f.id)

@@ -1,16 +1,55 @@
-"""Chatter on stderr while something slow runs: a spinner on a terminal, plain lines otherwise."""
+"""Chatter on stderr while something slow runs: a spinner on a terminal; plain lines otherwise (systemd, Kubernetes
+and Slurm logs), each with the seconds since the run began, and the static findings before the smoke test starts,
+so a log shows what is known while the kernels run; nothing at all under --quiet."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import IO
+
+from fa_doctor.finding import Finding, Severity
+
+
+class PlainProgress:
+    """`fa-doctor [  3.2s] GPU 0: importing flash_attn.cute`: one line per step, escaped, flushed at once."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+        self.start = time.monotonic()
+        self.lock = threading.Lock()  # one child per GPU reports from its own thread
+
+    def __call__(self, message: str) -> None:
+        from fa_doctor.render.escape import escape
+
+        line = f"fa-doctor [{time.monotonic() - self.start:6.1f}s] {escape(message)}\n"
+        with self.lock:
+            try:
+                self.stream.write(line)
+                self.stream.flush()
+            except (OSError, ValueError):
+                pass  # a log that went away must not end the check
+
+    def static(self, findings: Sequence[Finding], gpus: int) -> None:
+        """The static checks' verdict, before the smoke test: the failing and warning findings, one line each."""
+        fail = sum(f.severity is Severity.FAIL for f in findings)
+        warn = sum(f.severity is Severity.WARN for f in findings)
+        self(f"static checks: {fail} failing, {warn} warning(s); smoke test next on {gpus} GPU(s)")
+        for f in findings:
+            if f.severity in (Severity.FAIL, Severity.WARN):
+                self(f"  {f.severity.value}: {f.title} [{f.id}]")
 
 
 @contextmanager
-def progress_to_stderr(color: bool = True) -> Iterator[Callable[[str], None]]:
-    if not sys.stderr.isatty():
+def progress_to_stderr(color: bool = True, quiet: bool = False) -> Iterator[Callable[[str], None]]:
+    if quiet:
         yield lambda message: None
+        return
+    if not sys.stderr.isatty():
+        yield PlainProgress(sys.stderr)
         return
     from rich.console import Console
 

@@ -1,0 +1,25 @@
+"""`--quiet`: the verdict line and what fails (each failing finding with its fixes), nothing else. Under --strict a
+warning fails, so it is shown too; an error of fa-doctor itself is its one line."""
+
+from __future__ import annotations
+
+from fa_doctor.finding import Severity
+from fa_doctor.render.human import _STATUS_STYLE, HumanRenderer, summary_text
+from fa_doctor.result import Result
+
+
+class QuietRenderer(HumanRenderer):
+    name = "human"
+
+    def _report(self, result: Result) -> None:
+        if result.error:
+            self.line(f"fa-doctor {result.command}: {result.error}", "bold red")
+            return
+        verdict = (
+            f"fa-doctor {result.command}: {result.status.upper()} — {summary_text(result)} (exit {result.exit_code})"
+        )
+        self.prose(verdict, _STATUS_STYLE.get(result.status))
+        failing = {Severity.FAIL, Severity.WARN} if result.strict else {Severity.FAIL}
+        for f in result.findings:
+            if f.severity in failing:
+                self.finding(f)
