@@ -118,11 +118,27 @@ def test_start_failures_raise_like_popen(tmp_path: Path) -> None:
     assert proc.live() == []
 
 
+def started(pid: int, name: str, wait: float = 30.0) -> None:
+    """Until `pid` runs `name` (its exec is done). A signal that lands between fork and exec hits Python's
+    handler inherited by the forked child, which never runs: the child then ignores it. Real callers never
+    signal a child that early on purpose; a test that expects SIGTERM to be the cause of death must not."""
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if name.encode() in fh.read():
+                    return
+        except OSError:
+            return
+        time.sleep(0.01)
+
+
 def test_terminate_all_ends_children_other_threads_are_collecting(tmp_path: Path) -> None:
     m, n = marker(), marker()
     plain = proc.Child([script(tmp_path, f"sleep {m}\n", "plain.sh")])
     # Ignores SIGTERM (and its sleep inherits that): only the SIGKILL after the grace ends it.
-    stubborn = proc.Child([script(tmp_path, f"trap '' TERM\nsleep {n}\n", "stubborn.sh")])
+    ready = tmp_path / "trapped"
+    stubborn = proc.Child([script(tmp_path, f"trap '' TERM\ntouch {ready}\nsleep {n}\n", "stubborn.sh")])
     results: dict[str, proc.Completed] = {}
     threads = [
         threading.Thread(target=lambda c=c, k=k: results.__setitem__(k, c.collect(30)))
@@ -130,13 +146,16 @@ def test_terminate_all_ends_children_other_threads_are_collecting(tmp_path: Path
     ]
     for t in threads:
         t.start()
-    time.sleep(0.3)
+    started(plain.pid, "plain.sh")
+    end = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < end:  # the stubborn shell has set its trap
+        time.sleep(0.01)
     assert set(proc.live()) >= {plain.pid, stubborn.pid}
     start = time.monotonic()
     assert proc.terminate_all(signal.SIGTERM, grace=0.5) >= 2
     for t in threads:
         t.join(5)
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 10  # the grace is 0.5 s; the rest is a loaded machine
     assert results["plain"].returncode == -signal.SIGTERM
     assert results["stubborn"].returncode == -signal.SIGKILL
     assert leftovers(m, n) == []
@@ -195,5 +214,6 @@ def test_terminate_all_ends_children_started_without_proc(tmp_path: Path) -> Non
     deadline = time.monotonic() + 5
     while stray.pid not in proc._children(os.getpid()) and time.monotonic() < deadline:
         time.sleep(0.01)
+    started(stray.pid, "child.sh")
     assert proc.terminate_all(signal.SIGTERM, grace=0.5) >= 1
     assert stray.wait(5) == -signal.SIGTERM and leftovers(m) == []

@@ -52,7 +52,7 @@ else:
 """
 
 
-def gone(pid: int, wait: float = 5.0) -> bool:
+def gone(pid: int, wait: float = 30.0) -> bool:
     """True once `pid` has exited (a zombie waiting for init to reap it counts as gone)."""
     end = time.monotonic() + wait
     while time.monotonic() < end:
@@ -84,7 +84,7 @@ def test_sigterm_with_the_handler_ends_children_and_grandchildren(tmp_path: Path
     driver, child = drive("handler", python, dict(os.environ))
     time.sleep(0.2)
     driver.send_signal(signal.SIGTERM)
-    assert driver.wait(10) == 128 + signal.SIGTERM
+    assert driver.wait(60) == 128 + signal.SIGTERM
     assert gone(child) and leftovers(m, n) == []
 
 
@@ -94,7 +94,7 @@ def test_sigint_in_the_main_thread_ends_the_child(tmp_path: Path) -> None:
     driver, child = drive("main", python, dict(os.environ))
     time.sleep(0.2)
     driver.send_signal(signal.SIGINT)
-    driver.wait(10)
+    driver.wait(60)  # generous: a loaded CI machine (two suites at once) is slow, and the wait ends early
     assert gone(child) and leftovers(m, n) == []
 
 
@@ -123,8 +123,8 @@ def test_parent_killed_outright_the_smoke_child_ends_itself(tmp_path: Path, sig:
         time.sleep(0.05)
     assert ready.exists()
     driver.send_signal(sig)
-    driver.wait(10)
-    assert gone(child, wait=5) and leftovers(m) == []
+    driver.wait(60)  # generous: a loaded CI machine (two suites at once) is slow, and the wait ends early
+    assert gone(child) and leftovers(m) == []
 
 
 @pytest.mark.parametrize("bad", [["--no-such-option"], ["--timeout", "abc"], ["--gpus", "x,y"]])

@@ -206,7 +206,9 @@ def test_fa4_cache_cold_then_warm_then_disabled(runs: dict[str, Any]) -> None:
     assert len(list((Path(cold.cache_dir) / "flash-attn").iterdir())) == 5
     assert json.loads((Path(cold.cache_dir) / "identity.json").read_text())["module"] == "flash_attn.cute"
     assert not (cache.parent / "unused").exists()
-    assert cold.phases["first_call"] >= 0.3 > warm.phases["first_call"]
+    # The fake compiles (sleeps 0.3 s and warns) only on a cache miss: a lower bound for the cold run; the warm
+    # run's proof is that nothing warned (a time bound on it failed once under two suites at once).
+    assert cold.phases["first_call"] >= 0.3
     assert any("JitArgument" in w for w in cold.warnings) and not warm.warnings
     assert cold.flash_attn_origin is not None and cold.flash_attn_origin.startswith("__path__=")
     assert run.progress[:3] == [
