@@ -222,3 +222,15 @@ def test_many_reports_on_every_core_merge_as_on_one(tmp_path: Path, monkeypatch:
             mark.unlink()
         assert one == many and one["nodes"] == 223 and len(one["outliers"]) == 3 and len(one["refused"]) == 1
     assert merged("-", 2)["refused"][0]["source"] == f"stdin:{len(docs) + 1}"
+
+
+def test_pretty_documents_one_after_another() -> None:
+    """`kubectl logs -l job-name=...` or `cat *.json`: whole documents in a row, a stray log line between them,
+    the last one cut."""
+    pretty = [json.dumps(report(f"pod-{i}"), indent=2) for i in range(3)]
+    text = pretty[0] + "\n" + pretty[1] + "\nW1203 some kubelet warning\n" + pretty[2] + "\n" + pretty[0][:300]
+    code, doc, _ = merge("-", stdin=text)
+    assert code == 0 and doc["nodes"] == 3 and [n["node"] for n in doc["node_results"]] == ["pod-0", "pod-1", "pod-2"]
+    starts = [n["source"] for n in doc["node_results"]]
+    assert starts[0] == "stdin:1" and starts[1] == f"stdin:{pretty[0].count(chr(10)) + 2}"
+    assert [r["why"].split(" (")[0] for r in doc["refused"]] == ["not valid JSON", "not valid JSON"]

@@ -1,8 +1,9 @@
 """Reading report files, folders and JSON Lines on stdin: every read bounded, every bad input named, none dropped.
 
-A file holds one JSON document (what `check --json` writes, pretty-printed) or JSON Lines (one report a line);
-a folder contributes its `*.json` and `*.jsonl` files, sorted, not recursing; `-` is JSON Lines (or one
-document) on stdin. What cannot be parsed becomes a `Refused` entry with the reason, never an exception.
+A file holds one JSON document (what `check --json` writes, pretty-printed), JSON Lines (one report a line), or
+documents one after another (`cat reports/*.json`, `kubectl logs` of many pods); a folder contributes its
+`*.json` and `*.jsonl` files, sorted, not recursing; `-` reads any of these on stdin. What cannot be parsed
+becomes a `Refused` entry with the reason, never an exception.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ REPORT_LIMIT = 16 << 20  # one report: a real one is 5-50 KB
 EXTENSIONS = (".json", ".jsonl")
 _CHUNK = 1 << 20
 _BLANK = re.compile(rb"\s*")
+_WS = re.compile(r"\s*")
+_NEXT = re.compile(r"\n\{")
+_DECODER = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -55,12 +59,57 @@ def split(source: str, data: bytes | bytearray, cut: bool) -> Iterator[Document 
             return
     else:
         problem = f"longer than {REPORT_LIMIT >> 20} MiB"
-    if not jsonl_start(data):  # not JSON Lines either: one bad document
-        if cut:
-            problem = f"longer than the {SOURCE_LIMIT >> 20} MiB read limit"
-        yield Refused(source, problem or "not valid JSON")
+    if jsonl_start(data):
+        yield from lines(source, data, cut)
         return
-    yield from lines(source, data, cut)
+    if _concatenated(data):
+        yield from stream(source, data, cut)
+        return
+    if cut:
+        problem = f"longer than the {SOURCE_LIMIT >> 20} MiB read limit"
+    yield Refused(source, problem or "not valid JSON")  # one bad document
+
+
+def _concatenated(data: bytes | bytearray) -> bool:
+    """Pretty-printed documents one after another (`cat *.json`, `kubectl logs` of many pods): the first one is
+    whole, and something follows it."""
+    try:
+        text = data[: REPORT_LIMIT + 1].decode("utf-8", "replace")
+        _, end = _DECODER.raw_decode(text, _WS.match(text).end())  # type: ignore[union-attr]
+    except (ValueError, RecursionError):
+        return False
+    return end < len(text.rstrip())
+
+
+def stream(source: str, data: bytes | bytearray, cut: bool) -> Iterator[Document | Refused]:
+    """Documents one after another, each named by the line it starts on; what is not JSON between them (a log
+    line) is refused up to the next line that starts with `{`."""
+    text = data.decode("utf-8", "replace")
+    pos, line, counted = 0, 1, 0
+    while True:
+        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
+        if pos >= len(text):
+            return
+        line += text.count("\n", counted, pos)
+        counted = pos
+        where = f"{source}:{line}"
+        try:
+            doc, end = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError) as exc:
+            after = _NEXT.search(text, pos + 1)
+            why = "not valid JSON" + (f" ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else "")
+            if cut and after is None:
+                why = f"cut at the {SOURCE_LIMIT >> 20} MiB read limit"
+            yield Refused(where, why)
+            if after is None:
+                return
+            pos = after.start() + 1
+            continue
+        if end - pos > REPORT_LIMIT:
+            yield Refused(where, f"longer than {REPORT_LIMIT >> 20} MiB")
+        else:
+            yield Document(where, doc)
+        pos = end
 
 
 def jsonl_start(data: bytes | bytearray) -> bool:
