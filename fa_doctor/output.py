@@ -172,7 +172,9 @@ def run_and_deliver(
         early = None
     try:
         interrupt.checkpoint("run")
-        with progress_to_stderr(color=out.color(sys.stderr), quiet=out.quiet) as progress:
+        # exec's report is on stderr: a document there (JSON, JUnit, ...) is read whole, so no progress around it.
+        silent = out.quiet or (stream is sys.stderr and out.format != "human")
+        with progress_to_stderr(color=out.color(sys.stderr), quiet=silent) as progress:
             result = run(progress, early)
     except (TargetError, CannotRun) as exc:
         result = error_result(name, str(exc))

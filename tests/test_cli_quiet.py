@@ -3,6 +3,7 @@ a terminal without breaking commands, shell completion, and the exit codes at th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -116,6 +117,18 @@ def test_a_log_gets_the_static_verdict_then_timed_progress_per_gpu(cli: Any, nod
 def test_quiet_says_nothing_while_it_runs(cli: Any, node: FakeEnv) -> None:
     run = cli("check", "--json", "--quiet", "--python", node.python)
     assert run.doc["smoke"]["results"] and run.stderr == ""
+
+
+def test_exec_report_on_stderr_stays_one_document(cli: Any, node: FakeEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """exec writes its report to stderr: as JSON it is the whole of stderr; as text, the progress comes first."""
+    from fa_doctor.commands import exec as exec_command
+
+    monkeypatch.setattr(exec_command, "become", lambda command, env: 0)
+    as_json = cli("exec", "--json", "--python", node.python, "--", "true")
+    assert json.loads(as_json.stderr)["smoke"]["results"] and as_json.stdout == ""
+    human = cli("exec", "--fresh", "--python", node.python, "--", "true")
+    first, report = human.stderr.index("static checks: "), human.stderr.index("fa-doctor exec")
+    assert first < report and "GPU 0: importing flash_attn.cute" in human.stderr[:report]
 
 
 def test_no_smoke_prints_no_progress(cli: Any, fenv: FakeEnv) -> None:
