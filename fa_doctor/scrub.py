@@ -37,9 +37,10 @@ def _home() -> str | None:
 
 
 def scrub_text(text: str) -> str:
-    text = _URL_CREDENTIALS.sub(r"\g<scheme>***@", text)
+    if "@" in text:
+        text = _URL_CREDENTIALS.sub(r"\g<scheme>***@", text)
     home = _home()
-    if home:
+    if home and home in text:  # the substring test first: most strings hold no path (a fleet has ~10^6)
         # Only where the home folder starts a path (`/adv/x`, `'/adv/x'`, `=/adv`), not inside one (`/tmp/adv/x`).
         text = re.sub(rf"(?<!{_PATH_CHAR})(?<!/){re.escape(home)}(?=/|$|[^\w.~+-])", "~", text)
     return text
