@@ -180,9 +180,13 @@ def fa_doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
     )
 
 
+# typer finds the user's shell from the process tree (shellingham); a test names it (typer's own switch for that).
+NAMED_SHELL = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_show_completion(shell: str) -> None:
-    run = fa_doctor("--show-completion", shell)
+    run = fa_doctor("--show-completion", shell, env=NAMED_SHELL)
     assert run.returncode == 0 and "_FA_DOCTOR_COMPLETE" in run.stdout, run.stderr
 
 
@@ -196,7 +200,7 @@ def test_completion_answers_commands_and_options() -> None:
 
 
 def test_install_completion_writes_to_the_users_shell_files(tmp_path: Path) -> None:
-    run = fa_doctor("--install-completion", "bash", env={"HOME": str(tmp_path)})
+    run = fa_doctor("--install-completion", "bash", env={"HOME": str(tmp_path), **NAMED_SHELL})
     assert run.returncode == 0, run.stderr
     assert "fa-doctor" in (tmp_path / ".bashrc").read_text() or list(tmp_path.rglob("*fa-doctor*"))
 
