@@ -248,6 +248,13 @@ def test_merge_documents(cli: Any, tmp_path: Path) -> None:
     valid(nothing.stdout, "merge, nothing readable")
 
 
+def test_fleet_document_without_a_cluster() -> None:
+    """`fleet ray` at an address where nothing answers: still one fleet document (a real cluster: test_fleet_ray)."""
+    run = fa_doctor("fleet", "ray", "--json", "--address", "127.0.0.1:9", "--no-smoke")
+    doc = valid(run.stdout, "fleet, no cluster")
+    assert run.returncode == 2 and doc["command"] == "fleet" and doc["error"]
+
+
 @pytest.mark.parametrize("name", ["report.json", "fleet.json"])
 def test_golden_documents(name: str) -> None:
     """The renderer goldens: every section filled (a hand-made fleet with unreachable nodes, hostile text)."""
