@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from fa_doctor.actions import PipInstall, PipUninstall
+from fa_doctor.actions import PipInstall
 from fa_doctor.catalog import names
 from fa_doctor.derive.requires import applies, installed, name_of, requirement, server
 from fa_doctor.facts import Facts
@@ -78,10 +78,6 @@ def pip_install(
 def reinstall_same(facts: Facts, *specs: str) -> PipInstall:
     """The same versions again, without touching anything they depend on."""
     return pip_install(facts, specs, ("--force-reinstall", "--no-deps"))
-
-
-def pip_uninstall(facts: Facts, *dists: str) -> PipUninstall:
-    return PipUninstall(facts.target.executable, dists)
 
 
 def jobs() -> tuple[tuple[str, str], ...]:
