@@ -263,7 +263,7 @@ def test_golden_documents(name: str) -> None:
 
 # Action kinds no remedy builds today (described all the same, since render/json.py writes any of KINDS).
 NOT_EMITTED: dict[str, str] = {
-    "pip-uninstall": "no remedy uninstalls (the planner moves shadowed copies aside by path); the kind stays for fix's journal",
+    "pip-uninstall": "no remedy uninstalls (the planner moves shadowed copies aside by path)",
     "edit-file": "env files are edited by `fix --unset-override --env-file`, which no remedy holds as an action",
 }
 
