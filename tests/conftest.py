@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -203,3 +204,11 @@ def cli() -> Iterator[Any]:
     yield invoke
     problems = [f"{i}: {p}" for i, run in enumerate(runs) for p in run.contract_problems()]
     assert not problems, problems
+
+
+def default_signals() -> None:
+    """In a test's child before exec: SIGINT, SIGTERM, SIGHUP at their defaults, whatever this test process
+    inherited (a suite started in the background of a script has SIGINT ignored, and Python then raises no
+    KeyboardInterrupt in the child)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)

@@ -22,14 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-
-def default_signals() -> None:
-    """In the child before exec: SIGINT, SIGTERM, SIGHUP at their defaults, whatever this test process inherited
-    (a suite started in the background of a script has SIGINT ignored, and fa-doctor keeps what its caller
-    ignored)."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_DFL)
+from conftest import default_signals
 
 
 def _processes_with(marker: str) -> list[int]:

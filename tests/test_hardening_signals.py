@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import default_signals
 from smoke_fakes.scenarios import FAKES, child_env
 from test_hardening_proc import leftovers, marker, script
 
@@ -72,6 +73,7 @@ def drive(mode: str, python: str, env: dict[str, str]) -> tuple[subprocess.Popen
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        preexec_fn=default_signals,
     )
     assert driver.stdout is not None
     child = int(driver.stdout.readline())
