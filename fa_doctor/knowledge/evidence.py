@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 
+from fa_doctor.catalog import names
 from fa_doctor.knowledge.extract import windows
 
 _R = re.compile
@@ -175,7 +176,7 @@ RULES: tuple[Rule, ...] = (
                   "nvidia_cutlass"), None, "the CuTe DSL (FlashAttention-4's runtime) is named"),
     ("fa3", ("flash_attn_3", "hopper", "flashattention-3", "flashattention 3", "fa3",
              "flash_attn3", "fav3", "flash attention 3", "flash-attn-3"), None, "FlashAttention-3 is named"),
-    ("fa4", ("flash-attn-4", "flash_attn_4", "fa4", "flashattention-4", "flash attention 4"), None,
+    ("fa4", (names.FLASH_ATTN_4, "flash_attn_4", "fa4", "flashattention-4", "flash attention 4"), None,
      "FlashAttention-4 is named"),
     ("fa2-ext", ("flash_attn_2_cuda", "flash_attn_cuda", "flash_attn_gpu", "_vllm_fa2_c", "flash_ops"), None,
      "a FlashAttention compiled extension is named"),
