@@ -151,10 +151,11 @@ def sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
     if cuda == 12 and built == 13 and "+" not in target:
         text += (
             f"; PyPI's {names.SGLANG_KERNEL} {target} is a CUDA 13 build and torch here is CUDA 12, so take its "
-            f"`+cu129` build from SGLang's index ({urls.SGL_CU12_INDEX}), where SGLang publishes CUDA 12 builds"
+            f"`+{urls.SGL_CU12_LOCAL}` build from SGLang's index ({urls.SGL_CU12_INDEX}), where SGLang publishes "
+            "CUDA 12 builds"
         )
         options += ["--extra-index-url", urls.SGL_CU12_INDEX]
-        spec += "+cu129"
+        spec += f"+{urls.SGL_CU12_LOCAL}"
     elif built is not None and cuda is not None:
         text += f"; PyPI's {target} is a CUDA {built} build"
     if torch_pin:
