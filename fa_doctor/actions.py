@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from enum import Enum
 from typing import Any, Union
 
+from fa_doctor.frozen import frozen
 from fa_doctor.probes.environment import OVERRIDE
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -54,7 +55,7 @@ def _absolute(path: str, what: str) -> str:
     return os.path.normpath(path)
 
 
-@dataclass(frozen=True)
+@frozen
 class SetEnv:
     """Set a variable in the current shell (for the server started from it)."""
 
@@ -66,7 +67,7 @@ class SetEnv:
         _text(self.value, "value")
 
 
-@dataclass(frozen=True)
+@frozen
 class UnsetEnv:
     name: str
 
@@ -74,7 +75,7 @@ class UnsetEnv:
         _name(self.name)
 
 
-@dataclass(frozen=True)
+@frozen
 class PipInstall:
     """`<python> -m pip install [options] [-c constraints] requirements`, every part explicit.
 
@@ -116,7 +117,7 @@ class PipInstall:
         return (self.python, "-m", "pip", "install", *self.options, *constraints, *self.requirements)
 
 
-@dataclass(frozen=True)
+@frozen
 class PipUninstall:
     python: str
     names: tuple[str, ...]
@@ -140,7 +141,7 @@ def backup_path(path: str) -> str:
     return os.path.normpath(path) + ".fa-doctor-backup"
 
 
-@dataclass(frozen=True)
+@frozen
 class MovePath:
     """Move a stray folder or file aside to a named backup, never delete it.
 
@@ -179,7 +180,7 @@ def move_aside(path: str, root: str) -> MovePath:
     return MovePath(path, backup_path(path), root)
 
 
-@dataclass(frozen=True)
+@frozen
 class RunCommand:
     """Any other command, as argv (`nvidia-smi`, `fa-doctor check`, `python -c ...`)."""
 
@@ -192,7 +193,7 @@ class RunCommand:
             _text(arg, "argument")
 
 
-@dataclass(frozen=True)
+@frozen
 class EditFile:
     """Remove a variable's line from a file (`value` None) or rewrite it to `value`: done by `fa-doctor fix`."""
 
@@ -220,7 +221,7 @@ _SUBDIR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]
 CLONE_DIR = "src"  # the checkout's name inside the fresh temporary folder
 
 
-@dataclass(frozen=True)
+@frozen
 class BuildFromClone:
     """Build and install `subdir` of a fresh shallow clone of `repo`, made in a temporary folder only this run
     owns (`mktemp -d`, mode 0700), with the working directory there: no file of the caller's directory (a
@@ -411,7 +412,7 @@ def to_dict(action: Action) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen
 class Invocation:
     """How `fix --apply` runs a command action: no shell, the pins on stdin, the extra variables merged."""
 

@@ -1,9 +1,10 @@
-"""Program entry: take the signals first, start the target probe before the CLI framework loads, hand over to the CLI.
+"""Program entry: take the signals first, parse the command line, start the target probe before the commands
+load, hand over to the CLI.
 
 The probe's child interpreter needs 20-50 ms to start (more with thousands of installed distributions);
-importing typer and the checks takes about as long. Started first, the child's start-up is hidden. Every
-command that inspects a target gets that head start; the CLI re-reads the options and drops the early probe
-when it guessed another interpreter.
+importing the checks takes about as long. Started first, the child's start-up is hidden. The line is parsed
+once, by the one parser (`fa_doctor.cli.parse`), and the CLI gets the result; a line that does not parse starts
+no probe and is reported by the CLI's guard.
 
 Signals: `interrupt.defer()` is the first thing `main` does (this module imports nothing heavy), so a signal
 during the imports is recorded, then raised under the guard below: same report, same exit code 128+N as one that
@@ -15,28 +16,26 @@ from __future__ import annotations
 import os
 import sys
 
-# Commands that inspect a target interpreter.
-_TARGET_COMMANDS = ("check", "exec", "fix")
 
+def _early_python(args: list[str], parsed: object = None) -> str | None:
+    """The interpreter the command will inspect, as the command itself will read it; None when it inspects none
+    (or the line is misuse, which the CLI reports)."""
+    from fa_doctor.cli.parse import UsageError, parse
+    from fa_doctor.cli.spec import TARGET_COMMANDS
 
-def _early_python(args: list[str]) -> str | None:
-    """The interpreter the command will inspect, read from argv the simple way, before `--`."""
-    if not args or args[0] not in _TARGET_COMMANDS or "--help" in args or "-h" in args:
+    try:
+        line = parsed if parsed is not None else parse(args, os.environ)
+    except UsageError:
         return None
-    head = args[: args.index("--")] if "--" in args else args
-    for i, arg in enumerate(head):
-        if arg == "--python" and i + 1 < len(head):
-            return head[i + 1] or None
-        if arg.startswith("--python="):
-            return arg.split("=", 1)[1] or None
-    if os.environ.get("FA_DOCTOR_PYTHON"):  # --python's default, as the CLI reads it
-        return os.environ["FA_DOCTOR_PYTHON"]
-    if args[0] == "exec":
-        if "--" not in args:
-            return None  # the command's own interpreter may be meant; the CLI finds out
+    if line.help or line.command.name not in TARGET_COMMANDS:  # type: ignore[attr-defined]
+        return None
+    python = line.values.get("python")  # type: ignore[attr-defined]
+    if python:
+        return str(python)
+    if line.command.name == "exec":  # type: ignore[attr-defined]
         from fa_doctor.commands.launch import parse_launch
 
-        return parse_launch(args[args.index("--") + 1 :], os.environ).python  # None: the CLI says why
+        return parse_launch(line.values["command"], os.environ).python  # type: ignore[attr-defined]  # None: the CLI says why
     return sys.executable
 
 
@@ -48,7 +47,15 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         interrupt.arm()
-        python = _early_python(args)
+        parsed = None
+        if args and "_FA_DOCTOR_COMPLETE" not in os.environ:
+            from fa_doctor.cli.parse import UsageError, parse
+
+            try:
+                parsed = parse(args, os.environ)
+            except UsageError:
+                parsed = None  # the CLI parses again and reports it, in the format asked for
+        python = _early_python(args, parsed) if parsed is not None else None
         early = None
         if python:
             from fa_doctor.probes.target import TargetProbe
@@ -58,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         from fa_doctor.cli import main as cli_main
 
         interrupt.checkpoint("cli")
-        cli_main(args, early=early)
+        cli_main(args, early=early, parsed=parsed)
     except interrupt.Interrupted as exc:  # before the CLI's own guard took over, or after it let go
         from fa_doctor.cli import interrupted
 

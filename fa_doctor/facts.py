@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from fa_doctor.frozen import frozen
 from fa_doctor.probes.distributions import DistributionScan
 from fa_doctor.probes.gpu import GpuFacts
 from fa_doctor.probes.sglang_source import SglangFacts
@@ -12,7 +13,7 @@ from fa_doctor.probes.target import TargetFacts
 from fa_doctor.probes.torch_build import TorchBuild
 
 
-@dataclass(frozen=True)
+@frozen
 class BackendFlags:
     """SGLang's --attention-backend / --prefill-attention-backend / --decode-attention-backend."""
 
@@ -25,7 +26,7 @@ class BackendFlags:
         return any((self.attention, self.prefill, self.decode))
 
 
-@dataclass(frozen=True)
+@frozen
 class Facts:
     target: TargetFacts
     gpus: GpuFacts

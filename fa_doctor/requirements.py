@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from packaging.specifiers import InvalidSpecifier, Specifier
 from packaging.version import InvalidVersion
+
+from fa_doctor.frozen import frozen
 
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;()]*?)\)?\s*(?:;(.*))?$")
 _TOKEN = re.compile(r"\s*(\(|\)|'[^']*'|\"[^\"]*\"|===|==|!=|~=|<=|>=|<|>|not\s+in\b|in\b|and\b|or\b|[A-Za-z_.]+)")
@@ -25,7 +26,7 @@ MAX_MARKER_LENGTH = 4096
 MAX_MARKER_DEPTH = 32  # real metadata nests 2 or 3 deep; 400 "(" would exhaust the stack
 
 
-@dataclass(frozen=True)
+@frozen
 class Req:
     name: str
     specifier: str

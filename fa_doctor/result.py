@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor.finding import Finding, Severity
+from fa_doctor.frozen import frozen
 
 if TYPE_CHECKING:
     from fa_doctor.actions import Action
@@ -38,7 +39,7 @@ EXIT_ERROR = 2  # misuse, or fa-doctor itself failed
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
 
-@dataclass(frozen=True)
+@frozen
 class PackageRow:
     """One installed distribution of interest, with the FA family it belongs to."""
 
@@ -46,7 +47,7 @@ class PackageRow:
     family: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceSmoke:
     """One smoke child's result on one GPU."""
 
@@ -54,7 +55,7 @@ class DeviceSmoke:
     result: SmokeResult
 
 
-@dataclass(frozen=True)
+@frozen
 class SmokeSection:
     implementations: tuple[str, ...] = ()
     results: tuple[DeviceSmoke, ...] = ()
@@ -67,7 +68,7 @@ class SmokeSection:
     changed: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckPayload:
     """What `check` found, typed: renderers read fields, not dict keys."""
 
@@ -80,7 +81,7 @@ class CheckPayload:
     smoke: SmokeSection | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ExplainPayload:
     """What `explain` found: the ranked matches (the envelope's `matches`), and the target when one was read."""
 
@@ -89,7 +90,7 @@ class ExplainPayload:
     target: TargetFacts | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class PlanStep:
     """One repair `fix` would run: the finding it answers, the remedy it comes from, the typed action."""
 
@@ -100,7 +101,7 @@ class PlanStep:
     command: str  # the action as a POSIX shell line
 
 
-@dataclass(frozen=True)
+@frozen
 class FixPayload:
     mode: str  # "unset-override" | "plan" | "apply"
     dry_run: bool = False  # unset-override with --dry-run: nothing written, diffs shown
@@ -119,7 +120,7 @@ class CannotRun(Exception):
     """A command was given something it cannot work with (unreadable input, ...): exit code 2, no traceback."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Result:
     command: str
     findings: tuple[Finding, ...] = ()

@@ -14,13 +14,12 @@ from typing import Any
 
 import pytest
 from hypothesis import settings as hypothesis_settings
-from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from clirun import invoke as run_cli
 from fakeenv import FakeEnv, fake_nvidia_smi, make_env
 
-from fa_doctor.cli import app
 from fa_doctor.facts import Facts
 from fa_doctor.probes.environment import KNOBS
 from fa_doctor.probes.gpu import GpuDevice, GpuFacts
@@ -194,8 +193,8 @@ def cli() -> Iterator[Any]:
     def invoke(*args: str, env: dict[str, str] | None = None) -> Run:
         listdir.cache_clear()
         by_stem.cache_clear()
-        result = CliRunner().invoke(app, list(args), env=env)
-        if result.exception and not isinstance(result.exception, SystemExit):
+        result = run_cli(list(args), env=env)
+        if result.exception:
             raise result.exception
         run = Run(result.exit_code, result.stdout, result.stderr, args=args)
         runs.append(run)

@@ -13,7 +13,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fa_doctor"
 # imports excepted) only modules of its own floor or of a floor below; the most specific prefix names the floor.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("fa_doctor.catalog",),  # ecosystem facts as data: imports nothing else of fa_doctor
-    ("fa_doctor.proc", "fa_doctor.scrub", "fa_doctor.lines", "fa_doctor.requirements", "fa_doctor.families"),
+    (
+        "fa_doctor.frozen",
+        "fa_doctor.proc",
+        "fa_doctor.scrub",
+        "fa_doctor.lines",
+        "fa_doctor.requirements",
+        "fa_doctor.families",
+    ),
     ("fa_doctor.interrupt",),
     ("fa_doctor.probes",),
     ("fa_doctor.facts", "fa_doctor.actions", "fa_doctor.plan.intents"),
@@ -27,10 +34,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("fa_doctor.result", "fa_doctor.fleet"),
     ("fa_doctor.render",),
     ("fa_doctor.commands",),
-    ("fa_doctor.output", "fa_doctor.cli_options", "fa_doctor.cli", "fa_doctor.entry", "fa_doctor.__main__"),
+    ("fa_doctor.cli", "fa_doctor.entry", "fa_doctor.__main__"),
 )
 # Third-party modules only the top floors may load (the terminal belongs to render and the CLI).
-THIRD_PARTY = {"typer": "fa_doctor.output", "rich": "fa_doctor.render"}
+THIRD_PARTY = {"rich": "fa_doctor.render"}
 
 
 def floor_of(name: str) -> int | None:

@@ -4,10 +4,7 @@ a terminal without breaking commands, shell completion, and the exit codes at th
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -167,42 +164,7 @@ def test_a_log_keeps_each_item_on_one_line(cli: Any, fenv: FakeEnv) -> None:
     assert detail.rstrip().endswith(".")  # the whole sentence on its line: no terminal, no wrapping
 
 
-# ---- completion and --help ----------------------------------------------------------------------------------
-
-
-def fa_doctor(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fa_doctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
-    )
-
-
-# typer finds the user's shell from the process tree (shellingham); a test names it (typer's own switch for that).
-NAMED_SHELL = {"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}
-
-
-@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
-def test_show_completion(shell: str) -> None:
-    run = fa_doctor("--show-completion", shell, env=NAMED_SHELL)
-    assert run.returncode == 0 and "_FA_DOCTOR_COMPLETE" in run.stdout, run.stderr
-
-
-def test_completion_answers_commands_and_options() -> None:
-    words = fa_doctor(env={"_FA_DOCTOR_COMPLETE": "complete_bash", "COMP_WORDS": "fa-doctor ch", "COMP_CWORD": "1"})
-    assert words.returncode == 0 and words.stdout.split() == ["check"]
-    options = fa_doctor(
-        env={"_FA_DOCTOR_COMPLETE": "complete_bash", "COMP_WORDS": "fa-doctor check --qu", "COMP_CWORD": "2"}
-    )
-    assert options.stdout.split() == ["--quiet"]
-
-
-def test_install_completion_writes_to_the_users_shell_files(tmp_path: Path) -> None:
-    run = fa_doctor("--install-completion", "bash", env={"HOME": str(tmp_path), **NAMED_SHELL})
-    assert run.returncode == 0, run.stderr
-    assert "fa-doctor" in (tmp_path / ".bashrc").read_text() or list(tmp_path.rglob("*fa-doctor*"))
+# ---- --help ------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("args", [["--help"], ["check", "--help"], ["fix", "--help"], ["merge", "--help"]])

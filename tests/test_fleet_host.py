@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import socket
 
-from typer.testing import CliRunner
+from clirun import invoke
 
-from fa_doctor.cli import app
 from fa_doctor.probes.host import HostFacts, probe
 
 SLURM = {"SLURM_JOB_ID": "81234", "SLURM_NODEID": "3", "SLURMD_NODENAME": "gpu-a17"}
@@ -49,15 +48,14 @@ def test_ray_node_id_wins_and_values_are_bounded() -> None:
 
 
 def test_check_report_carries_host() -> None:
-    runner = CliRunner()
     env = {**SLURM, "FA_DOCTOR_RAY_NODE_ID": "f00d"}
-    result = runner.invoke(app, ["check", "--no-smoke", "--json"], env=env)
+    result = invoke(["check", "--no-smoke", "--json"], env=env)
     doc = json.loads(result.stdout)
     assert doc["host"]["name"] == socket.gethostname()
     assert doc["host"]["slurm_node_name"] == "gpu-a17" and doc["host"]["ray_node_id"] == "f00d"
 
 
 def test_a_report_that_could_not_run_still_says_where() -> None:
-    result = CliRunner().invoke(app, ["check", "--python", "/nonexistent/python", "--json"], env=SLURM)
+    result = invoke(["check", "--python", "/nonexistent/python", "--json"], env=SLURM)
     doc = json.loads(result.stdout)
     assert result.exit_code == 2 and doc["error"] and doc["host"]["slurm_job_id"] == "81234"

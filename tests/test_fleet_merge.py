@@ -7,14 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from clirun import invoke
 from fleet_samples import KNOB_WARN, REQUIREMENT, SMOKE_FAILED, jsonl, report, write
-from typer.testing import CliRunner
-
-from fa_doctor.cli import app
 
 
 def merge(*args: str, stdin: str | None = None) -> tuple[int, dict[str, Any], str]:
-    result = CliRunner().invoke(app, ["merge", "--json", *args], input=stdin)
+    result = invoke(["merge", "--json", *args], input=stdin)
     return result.exit_code, json.loads(result.stdout), result.stderr
 
 

@@ -14,11 +14,11 @@ import pytest
 from fleet_samples import KNOB_WARN, REQUIREMENT, SMOKE_FAILED, report
 from markdown_it import MarkdownIt
 
+from fa_doctor.cli.deliver import render
 from fa_doctor.fleet.merge import Merger
 from fa_doctor.fleet.model import Refused, Unreachable
 from fa_doctor.fleet.read import Document
 from fa_doctor.fleet.verdict import fleet_result
-from fa_doctor.output import render
 from fa_doctor.render.base import FORMATS
 from fa_doctor.render.boundary import prepare
 from fa_doctor.render.fleet.junit import FleetJunitRenderer

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from samples import sample
 
+from fa_doctor.cli.deliver import render
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.output import render
 from fa_doctor.render.base import FORMATS, Renderer, renderer_for
 from fa_doctor.render.escape import escape
 from fa_doctor.result import SCHEMA, Result, error_result, interrupted_result

@@ -17,6 +17,7 @@ from fa_doctor.checks import remedies
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.frozen import frozen
 from fa_doctor.lines import Lines
 from fa_doctor.plan.intents import Rebuild
 from fa_doctor.probes.extensions import Extension, find_extensions, find_library, library_dirs, torch_libraries
@@ -67,7 +68,7 @@ def _capability(arch: str) -> tuple[int, int]:
     return number // 10, number % 10
 
 
-@dataclass(frozen=True)
+@frozen
 class _Target:
     label: str  # "GPU 0 (NVIDIA H200)" or "--gpu-arch sm_100"
     capability: tuple[int, int]

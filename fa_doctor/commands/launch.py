@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from fa_doctor.facts import BackendFlags
+from fa_doctor.frozen import frozen
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?t?)?$")
 _SGLANG_MODULES = ("sglang.launch_server", "sglang.cli.serve")
@@ -37,7 +38,7 @@ _ENV_LONG_SIGNALS = ("--default-signal", "--ignore-signal", "--block-signal")
 _S_ESCAPES = {"n": "\n", "t": "\t", "f": "\f", "v": "\v", "r": "\r", "#": "#", "$": "$", '"': '"', "'": "'"}
 
 
-@dataclass(frozen=True)
+@frozen
 class Launch:
     argv: tuple[str, ...]
     python: str | None = None  # the interpreter the command runs with, when it can be told

@@ -6,19 +6,19 @@ import gc
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from fa_doctor.fleet.load import judged
 from fa_doctor.fleet.merge import Merger
 from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.fleet.verdict import fleet_result
+from fa_doctor.frozen import frozen
 from fa_doctor.result import Result
 
 Progress = Callable[[str], None]
 
 
-@dataclass(frozen=True)
+@frozen
 class MergeOptions:
     paths: tuple[str, ...]
     strict: bool = False

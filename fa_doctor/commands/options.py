@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from fa_doctor.facts import BackendFlags
+from fa_doctor.frozen import frozen
 
 
-@dataclass(frozen=True)
+@frozen
 class CheckOptions:
     python: str | None = None
     flags: BackendFlags = field(default_factory=BackendFlags)

@@ -3,8 +3,9 @@ between probes and checks. Nothing here produces a finding."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from fa_doctor.frozen import frozen
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from fa_doctor.probes.modules import ModuleSpot
 
 
-@dataclass(frozen=True)
+@frozen
 class Derived:
     states: dict[str, ImplState]  # implementation key -> installed / importable / usable, with every reason
     pinned: int | None  # the FA version SGLANG_FLASHATTENTION_VERSION pins (None: unset or invalid)

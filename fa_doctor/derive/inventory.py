@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from fa_doctor.catalog import ecosystem, names
 from fa_doctor.facts import Facts
 from fa_doctor.families import FA2, FA3, FA3_SGL, FA4, FA4_SGLANG, IMPLEMENTATIONS, VLLM_FA, Implementation, normalize
+from fa_doctor.frozen import frozen
 from fa_doctor.probes.distributions import Distribution
 from fa_doctor.probes.modules import ModuleSpot, by_stem, resolve
 
 _MAX_LISTED = 5
 
 
-@dataclass(frozen=True)
+@frozen
 class ImplState:
     impl: Implementation
     dist: Distribution | None

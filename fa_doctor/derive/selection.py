@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
 
 from fa_doctor.catalog import names
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
+from fa_doctor.frozen import frozen
 
 FA_BACKENDS = {"fa3": 3, "fa4": 4}
 # ATTENTION_BACKEND_CHOICES of SGLang 0.5.23 (python/sglang/srt/arg_groups/choices.py, the wheel's file matches
@@ -25,7 +25,7 @@ SGLANG_0_5_23_BACKENDS = frozenset(
 _FA_LIKE = re.compile(r"^(fa[\W_]?\d*|flash[\W_]?attn[\w-]*|flash[\W_]?attention[\w-]*)$")
 
 
-@dataclass(frozen=True)
+@frozen
 class PhaseChoice:
     phase: str  # "prefill" | "decode"
     backend: str | None  # SGLang backend name, or None without SGLang
@@ -47,7 +47,7 @@ class PhaseChoice:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class Selection:
     prefill: PhaseChoice
     decode: PhaseChoice

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from fa_doctor.actions import CONSTRAINTS_STDIN, BuildFromClone, MovePath, PipInstall, PipUninstall
 from fa_doctor.catalog import names
 from fa_doctor.families import normalize
+from fa_doctor.frozen import frozen
 from fa_doctor.probes.distributions import Distribution
 
 # pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
@@ -42,7 +43,7 @@ class Refused(Exception):
     """The step cannot be proven safe; nothing was changed."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Inventory:
     """The target's distributions, read from its search path just before the proofs."""
 

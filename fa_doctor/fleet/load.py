@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import BinaryIO
 
 from fa_doctor.fleet.model import Refused
 from fa_doctor.fleet.node import NodeReport, judge
 from fa_doctor.fleet.read import Document, jsonl_start, lines, members, read_file, read_stream, split
+from fa_doctor.frozen import frozen
 
 PARALLEL_UNITS = 200  # files (or 64 KiB of JSON Lines): below this, starting workers costs more than it saves
 MAX_WORKERS = 8
@@ -26,13 +26,13 @@ _UNIT_BYTES = 64 << 10
 Judged = NodeReport | Refused
 
 
-@dataclass(frozen=True)
+@frozen
 class FileUnit:
     path: str
     size: int | None
 
 
-@dataclass(frozen=True)
+@frozen
 class BufferUnit:
     """Lines (or one document) already read: stdin, or a slice of it numbered from `first`."""
 

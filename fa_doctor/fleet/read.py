@@ -12,10 +12,10 @@ import json
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from fa_doctor.fleet.model import Refused
+from fa_doctor.frozen import frozen
 from fa_doctor.probes import files
 
 SOURCE_LIMIT = 512 << 20  # one file or stdin
@@ -28,7 +28,7 @@ _NEXT = re.compile(r"\n\{")
 _DECODER = json.JSONDecoder()
 
 
-@dataclass(frozen=True)
+@frozen
 class Document:
     source: str  # "reports/a.json", "all.jsonl:12", "stdin:3"
     doc: Any  # the parsed JSON value, not yet judged

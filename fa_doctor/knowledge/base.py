@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
 from fa_doctor.finding import Remedy
+from fa_doctor.frozen import frozen
 from fa_doctor.knowledge.problem import CAUSES
 from fa_doctor.plan.intents import Intent
 
@@ -50,7 +51,7 @@ class KnowledgeError(ValueError):
     """errors.json is malformed (a packaging or editing bug, caught by the tests)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Pattern:
     """One way a failure mode shows in a paste.
 
@@ -70,7 +71,7 @@ class Pattern:
     label: str = ""  # what fa_doctor.smoke.classify calls this text (its evidence "matched"), when it names it
 
 
-@dataclass(frozen=True)
+@frozen
 class Entry:
     id: str
     category: str
@@ -85,7 +86,7 @@ class Entry:
     reinstall: str = ""  # implementation key for facts-dependent commands (checks.remedies.reinstall)
 
 
-@dataclass(frozen=True)
+@frozen
 class Match:
     """One ranked explanation of a paste."""
 

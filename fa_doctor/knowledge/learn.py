@@ -18,8 +18,8 @@ import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
+from fa_doctor.frozen import frozen
 from fa_doctor.knowledge.features import Features, featurise
 from fa_doctor.knowledge.match import normalise
 from fa_doctor.knowledge.model import Model, feature_weights, shown
@@ -32,7 +32,7 @@ GRID = tuple(
 _REPO = re.compile(r"https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)")
 
 
-@dataclass(frozen=True)
+@frozen
 class Doc:
     name: str
     repo: str  # owner/name, lower-case
@@ -57,7 +57,7 @@ def repository(source: str) -> str:
     return f"{m.group(1)}/{m.group(2)}".lower()
 
 
-@dataclass(frozen=True)
+@frozen
 class Prediction:
     doc: Doc
     shown: tuple[tuple[str, float], ...]  # (category, confidence) as explain shows them, best first

@@ -19,11 +19,12 @@ import bisect
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from fa_doctor.frozen import frozen
 from fa_doctor.knowledge.evidence import HINT_DOCS, HINTS
 
 SMOOTHING = 1.0  # pseudo-reports spread evenly over the categories, per feature
@@ -31,7 +32,7 @@ SHOWN_MIN = 0.05  # after the first three, a category is listed when its confide
 FLOOR, CEILING = 0.01, 0.99  # a confidence is never 0 or 1
 
 
-@dataclass(frozen=True)
+@frozen
 class Model:
     categories: tuple[str, ...]
     docs: Mapping[str, int]  # training reports per category
@@ -92,7 +93,7 @@ class Model:
         return min(CEILING, max(FLOOR, rate))
 
 
-@dataclass(frozen=True)
+@frozen
 class Ranked:
     category: str
     probability: float

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
+
+from fa_doctor.frozen import frozen
 
 CAUSES = (
     "torch_abi",
@@ -21,7 +23,7 @@ CAUSES = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class ImportProblem:
     """A classified import- or call-time error."""
 

@@ -7,11 +7,12 @@ planner, run once after every check, chooses versions, constraints and options f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Union
 
+from fa_doctor.frozen import frozen
 
-@dataclass(frozen=True)
+
+@frozen
 class Install:
     """Install (or reinstall) one FA implementation (`fa2`, `fa3-sgl`, `fa3`, `fa4`, `fa4-sglang`, `vllm-fa`);
     `first` keeps only the planner's preferred way."""
@@ -20,7 +21,7 @@ class Install:
     first: bool = False
 
 
-@dataclass(frozen=True)
+@frozen
 class ReinstallSame:
     """These exact `name==version` again, without touching anything they depend on."""
 
@@ -28,7 +29,7 @@ class ReinstallSame:
     text: str
 
 
-@dataclass(frozen=True)
+@frozen
 class Rebuild:
     """Rebuild a source-only package against the installed torch (pip's wheel cache must not be reused)."""
 
@@ -38,7 +39,7 @@ class Rebuild:
     from_source: bool = False  # compile here: never a prebuilt wheel (`--no-binary NAME`)
 
 
-@dataclass(frozen=True)
+@frozen
 class Satisfy:
     """What `requirer` declares and lacks: (requirement line, what is installed or "not installed")."""
 
@@ -46,19 +47,19 @@ class Satisfy:
     unmet: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
+@frozen
 class InstallTorch:
     """torch is missing: install what the server and the FA packages declare."""
 
 
-@dataclass(frozen=True)
+@frozen
 class CudaTorch:
     """torch is a CPU build: the CUDA build of the same release, for this GPU and driver."""
 
     version: str
 
 
-@dataclass(frozen=True)
+@frozen
 class ReinstallOwners:
     """Two distributions own the same files: reinstall so the right copy is the one left on disk."""
 

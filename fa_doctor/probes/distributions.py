@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from fa_doctor.families import is_interesting, normalize
+from fa_doctor.frozen import frozen
 from fa_doctor.probes import metadata
 from fa_doctor.probes.files import read, read_text
 from fa_doctor.probes.modules import listdir
@@ -23,7 +24,7 @@ _RECORD_BYTES = 8 << 20
 _SMALL_BYTES = 1 << 16
 
 
-@dataclass(frozen=True)
+@frozen
 class Distribution:
     name: str
     normalized: str
@@ -50,7 +51,7 @@ class Distribution:
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class DistributionScan:
     distributions: tuple[Distribution, ...]  # interesting ones, in search-path order
     total: int  # every distribution seen, interesting or not

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from fa_doctor.frozen import frozen
+
 T = TypeVar("T")
 
 _MAGIC = b"\x7fELF"
@@ -55,7 +57,7 @@ def open_regular(path: str) -> int:
     return fd
 
 
-@dataclass(frozen=True)
+@frozen
 class Section:
     name: str
     type: int
@@ -68,14 +70,14 @@ class Section:
         return self.offset + (0 if self.type == SHT_NOBITS else self.size)
 
 
-@dataclass(frozen=True)
+@frozen
 class Symbol:
     name: str
     version: str | None  # e.g. GLIBC_2.34 for a versioned undefined symbol
     weak: bool
 
 
-@dataclass(frozen=True)
+@frozen
 class ElfInfo:
     path: str
     size: int = 0
@@ -342,7 +344,7 @@ def _read(r: _Reader, path: str, symbols: bool) -> ElfInfo:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class Exports:
     """Which of the asked-for names a library defines (exports) in its dynamic symbol table."""
 

@@ -16,13 +16,14 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from functools import partial
 from glob import glob
 from itertools import takewhile
 from typing import Any, TypeVar
 
 from fa_doctor import proc
+from fa_doctor.frozen import frozen
 from fa_doctor.probes.files import read_text
 
 _T = TypeVar("_T")
@@ -38,7 +39,7 @@ _CAPABILITY = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})")
 _MAX_OUTPUT = 1 << 20
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuDevice:
     """One GPU; ``physical_index`` is -1 when only torch saw it and the mapping is unknowable."""
 
@@ -61,7 +62,7 @@ class GpuDevice:
         return out
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuFacts:
     source: str
     devices: tuple[GpuDevice, ...]

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from fa_doctor.frozen import frozen
 
 RAY_NODE_VAR = "FA_DOCTOR_RAY_NODE_ID"
 K8S_VARS = {"k8s_node": "NODE_NAME", "k8s_pod": "POD_NAME", "k8s_namespace": "POD_NAMESPACE"}
 _MAX = 253  # a DNS name's length: nothing a scheduler names is longer; a longer value is cut
 
 
-@dataclass(frozen=True)
+@frozen
 class HostFacts:
     name: str
     slurm_job_id: str | None = None

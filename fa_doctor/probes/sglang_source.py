@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
+from fa_doctor.frozen import frozen
 from fa_doctor.probes import files
 from fa_doctor.probes.distributions import Distribution
 
@@ -30,7 +30,7 @@ _CHOICES_START = re.compile(r"^ATTENTION_BACKEND_CHOICES\s*=\s*\[", re.MULTILINE
 _QUOTED = re.compile(r"""["']([A-Za-z0-9_.-]{1,64})["']""")
 
 
-@dataclass(frozen=True)
+@frozen
 class SglangFacts:
     version: str
     location: str

@@ -10,8 +10,9 @@ import ast
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
+from fa_doctor.frozen import frozen
 from fa_doctor.probes.files import open_regular, read
 
 _FIELDS = ("__version__", "cuda", "hip")
@@ -25,7 +26,7 @@ _CHUNK = 1 << 20
 _MAX_LIB = 256 << 20
 
 
-@dataclass(frozen=True)
+@frozen
 class TorchBuild:
     version: str | None
     cuda: str | None

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from fa_doctor.finding import Remedy
+from fa_doctor.frozen import frozen
 from fa_doctor.lines import Lines
 from fa_doctor.render.escape import escape
 from fa_doctor.result import Result
@@ -26,7 +27,7 @@ from fa_doctor.scrub import SECRET_NAME, scrub_text
 _MAX_DEPTH = 40
 
 
-@dataclasses.dataclass(frozen=True)
+@frozen
 class _Clean:
     one_line: bool
     scrub: bool = True  # a remedy's commands are pasted into a shell: absolute paths stay ('~/...' quoted is inert)

@@ -8,10 +8,11 @@ package imports neither torch nor any FlashAttention module.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import MappingProxyType
 from typing import Any
 
+from fa_doctor.frozen import frozen
 from fa_doctor.smoke.classify import ImportProblem
 
 APIS = ("fa2", "fa3", "sgl", "cute", "vllm")
@@ -31,14 +32,14 @@ _KVCACHE_APIS = frozenset({"fa2", "fa3", "sgl"})
 _SHORT = {"bfloat16": "bf16", "float16": "fp16"}
 
 
-@dataclass(frozen=True)
+@frozen
 class SmokeTarget:
     key: str  # "fa2" | "fa3" | "fa3-sgl" | "fa4" | "fa4-sglang" | "vllm-fa"
     module: str  # what to import, e.g. "flash_attn.cute"
     api: str  # calling convention: one of APIS
 
 
-@dataclass(frozen=True)
+@frozen
 class CaseResult:
     name: str
     function: str
@@ -55,7 +56,7 @@ class CaseResult:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@frozen
 class SmokeResult:
     key: str
     module: str

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fa_doctor.frozen import frozen
 from fa_doctor.probes.environment import OVERRIDE
 
 N = OVERRIDE
@@ -23,7 +24,7 @@ class Unsafe(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@frozen
 class Change:
     start: int
     end: int
@@ -36,7 +37,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen
 class Word:
     start: int
     end: int

@@ -14,17 +14,17 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from fa_doctor import interrupt
+from fa_doctor.frozen import frozen
 from fa_doctor.result import EXIT_ERROR, CannotRun, Result, error_result, interrupted_result
 
 Run = Callable[[Callable[[str], None], Any], Result]
 
 
-@dataclass(frozen=True)
+@frozen
 class Outputs:
     format: str = "human"
     verbose: bool = False
@@ -158,14 +158,13 @@ def _silence(stream: IO[str]) -> None:
 
 
 def run_and_deliver(
-    name: str, run: Run, out: Outputs, ctx: Any, *, python: str | None, stream: IO[str] | None = None
+    name: str, run: Run, out: Outputs, early: Any, *, python: str | None, stream: IO[str] | None = None
 ) -> tuple[int, Result]:
     from fa_doctor.interrupt import Interrupted
     from fa_doctor.probes.target import TargetError, TargetProbe
     from fa_doctor.render.progress import progress_to_stderr
 
-    early = (ctx.obj or {}).get("early_target") if isinstance(ctx.obj, dict) else None
-    # fa_doctor.entry started it before typer loaded; use it when it probes the interpreter this run wants.
+    # fa_doctor.entry started it before the commands loaded; use it when it probes the interpreter this run wants.
     if not (isinstance(early, TargetProbe) and early.python == (python or sys.executable)):
         if isinstance(early, TargetProbe):
             early.close()  # it guessed another interpreter: end its child now, not at exit
@@ -219,126 +218,3 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
     if not dry_run and _isatty(sys.stdout) and payload.eval_hint:
         sys.stderr.write(f"fa-doctor: a program cannot change its parent shell; run: {payload.eval_hint}\n")
     return result.exit_code
-
-
-# ---- the outermost guard -------------------------------------------------------------------------------
-
-
-def requested_format(app: Any, args: Sequence[str]) -> str:
-    """The format asked for, read with the command's own option declarations (values are skipped, and nothing
-    after `--` or after exec's COMMAND counts): a usage error still answers in that format."""
-    import typer.main
-
-    fmt, as_json = os.environ.get("FA_DOCTOR_FORMAT") or "human", False  # the option's own default
-    # typer vendors click from 0.28 on (typer._click): duck-typed, so either works.
-    commands = getattr(typer.main.get_command(app), "commands", {})
-    command = commands.get(args[0]) if args else None
-    if command is None:
-        return "human"
-    takes_value = {
-        opt: not getattr(p, "is_flag", False)
-        for p in command.params
-        if getattr(p, "param_type_name", "") == "option"
-        for opt in p.opts
-    }
-    stops_at_positional = not getattr(command, "allow_interspersed_args", True)
-    rest = list(args[1:])
-    while rest:
-        token = rest.pop(0)
-        if token == "--":
-            break
-        if not token.startswith("-") or token == "-":
-            if stops_at_positional:
-                break
-            continue
-        name, eq, value = token.partition("=")
-        if name == "--json":
-            as_json = True
-        elif name == "--format":
-            fmt = value if eq else (rest.pop(0) if rest else fmt)
-        elif takes_value.get(name) and not eq and rest:
-            rest.pop(0)
-    from fa_doctor.render.base import FORMATS
-
-    return "json" if as_json else fmt if fmt in FORMATS else "human"
-
-
-def _ensure_streams() -> bool:
-    """A closed stdout or stderr (`>&-`, `2>&-`) becomes /dev/null; True when stdout was lost."""
-    lost = False
-    if sys.stderr is None:
-        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
-    if sys.stdout is None:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        lost = True
-    return lost
-
-
-def _usage_error(exc: Exception) -> bool:
-    """click's UsageError/ClickException, from click or from typer's vendored copy."""
-    return hasattr(exc, "exit_code") and hasattr(exc, "format_message") and hasattr(exc, "show")
-
-
-def main_guard(app: Any, args: list[str], early: object) -> int:
-    from fa_doctor import proc
-    from fa_doctor.interrupt import Interrupted, handled
-
-    stdout_lost = _ensure_streams()
-    command = args[0] if args and not args[0].startswith("-") else "fa-doctor"
-    try:
-        with handled():
-            try:
-                code = app(args=args, prog_name="fa-doctor", standalone_mode=False, obj={"early_target": early})
-            except Interrupted as exc:
-                code = emit_interrupted(app, args, exc.signum)
-            except BrokenPipeError:
-                _silence(sys.stdout)
-                code = EXIT_ERROR
-            except Exception as exc:
-                if type(exc).__name__ == "Abort":  # click's word for an interrupt it caught itself
-                    code = _error_out(app, args, interrupted_result(command, 2))
-                elif _usage_error(exc):
-                    if requested_format(app, args) == "human":
-                        exc.show()  # type: ignore[attr-defined]
-                        code = EXIT_ERROR
-                    else:
-                        message = exc.format_message()  # type: ignore[attr-defined]
-                        code = _error_out(app, args, error_result(command, message))
-                else:
-                    if os.environ.get("FA_DOCTOR_DEBUG"):
-                        raise
-                    message = f"internal error: {type(exc).__name__}: {exc}"
-                    code = _error_out(app, args, error_result(command, message))
-    finally:
-        interrupt.finishing()  # decided: from here a signal only ends the process (128+N), without a traceback
-        interrupt.checkpoint("cleanup")
-        proc.terminate_all()  # the early target probe of a usage error, anything a crash left behind
-    code = code if isinstance(code, int) else 0
-    if stdout_lost and code in (0, 1):
-        sys.stderr.write("fa-doctor: stdout is closed: the report could not be written\n")
-        return EXIT_ERROR
-    return code
-
-
-def emit_interrupted(app: Any, args: list[str], signum: int) -> int:
-    from fa_doctor import proc
-
-    proc.terminate_all()
-    command = args[0] if args and not args[0].startswith("-") else "fa-doctor"
-    result = interrupted_result(command, signum)
-    if requested_format(app, args) != "human":
-        sys.stderr.write(f"fa-doctor: {result.error}\n")
-    return _error_out(app, args, result)
-
-
-def _error_out(app: Any, args: Sequence[str], result: Result) -> int:
-    fmt = requested_format(app, args)
-    stream = sys.stderr if (fmt == "human" or (args and args[0] == "exec")) else sys.stdout
-    try:
-        return deliver(result, Outputs(fmt), stream)
-    except BrokenPipeError:
-        return result.exit_code
-    except Exception as exc:  # the last line of defence: a plain message, never a traceback
-        with contextlib.suppress(Exception):
-            sys.stderr.write(f"fa-doctor: {result.error} (and the report failed: {type(exc).__name__}: {exc})\n")
-        return result.exit_code
