@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from dataclasses import fields
 from enum import Enum
 from typing import Any, Union
 
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import fields, frozen
 from fa_doctor.probes.environment import OVERRIDE
+from fa_doctor.regex import lazy
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAME = lazy(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Words fish and PowerShell leave alone; everything else is quoted. ASCII only: `\w` would admit any letter.
-_FISH_SAFE = re.compile(r"[A-Za-z0-9_@+=:,./-]+\Z")
+_FISH_SAFE = lazy(r"[A-Za-z0-9_@+=:,./-]+\Z")
 # pip reads a constraints file; the printed command streams the pins through stdin so it stays one line.
 CONSTRAINTS_STDIN = "/dev/stdin"
 
@@ -216,8 +216,8 @@ class EditFile:
 
 
 # A clone URL fa-doctor will hand to git: https only (no `ext::`, `file://`, `--upload-pack=`), no odd characters.
-_CLONE_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~/+-]*\Z")
-_SUBDIR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z")
+_CLONE_URL = lazy(r"https://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~/+-]*\Z")
+_SUBDIR = lazy(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z")
 CLONE_DIR = "src"  # the checkout's name inside the fresh temporary folder
 
 

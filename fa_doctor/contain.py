@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -17,6 +16,8 @@ ISSUES = "https://github.com/fa-doctor/fa-doctor/issues"
 
 def crash_finding(name: str, exc: BaseException, others_ran: bool = True) -> Finding:
     """`others_ran`: False when the crashed step is one the other checks needed (the derived facts)."""
+    import traceback
+
     frames = traceback.extract_tb(exc.__traceback__)
     where = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "?"
     return Finding(

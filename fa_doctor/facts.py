@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 from fa_doctor.probes.distributions import DistributionScan
 from fa_doctor.probes.gpu import GpuFacts
 from fa_doctor.probes.sglang_source import SglangFacts

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import field
 from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor.actions import Action, RunCommand, SetEnv, UnsetEnv, render_all, to_dict
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 from fa_doctor.probes.environment import OVERRIDE
 
 if TYPE_CHECKING:

@@ -12,13 +12,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from packaging.specifiers import InvalidSpecifier, Specifier
-from packaging.version import InvalidVersion
-
 from fa_doctor.frozen import frozen
+from fa_doctor.regex import lazy
 
-_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;()]*?)\)?\s*(?:;(.*))?$")
-_TOKEN = re.compile(r"\s*(\(|\)|'[^']*'|\"[^\"]*\"|===|==|!=|~=|<=|>=|<|>|not\s+in\b|in\b|and\b|or\b|[A-Za-z_.]+)")
+_REQ = lazy(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?([^;()]*?)\)?\s*(?:;(.*))?$")
+_TOKEN = lazy(r"\s*(\(|\)|'[^']*'|\"[^\"]*\"|===|==|!=|~=|<=|>=|<|>|not\s+in\b|in\b|and\b|or\b|[A-Za-z_.]+)")
 # packaging.markers compares these as versions (MARKERS_REQUIRING_VERSION), every other variable as a string.
 _VERSION_VARS = {"python_version", "python_full_version", "implementation_version", "platform_release"}
 _OPS = {"===", "==", "!=", "~=", "<=", ">=", "<", ">", "in", "not in"}
@@ -53,6 +51,9 @@ def _compare(left: str, op: str, right: str, key: str) -> bool | None:
     if key == "extra":  # PEP 685: extra names compare normalised
         left, right = _canonical(left), _canonical(right)
     elif key in _VERSION_VARS:
+        from packaging.specifiers import InvalidSpecifier, Specifier  # only for a version marker
+        from packaging.version import InvalidVersion
+
         try:  # `in` and `not in` never make a specifier: they fall through to the string test, as in packaging
             return Specifier(op + right).contains(left, prereleases=True)
         except InvalidSpecifier:

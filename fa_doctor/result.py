@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Mapping
-from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor.finding import Finding, Severity
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 
 if TYPE_CHECKING:
     from fa_doctor.actions import Action

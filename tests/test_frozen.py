@@ -109,3 +109,44 @@ def test_post_init_inheritance_and_own_methods() -> None:
         Child(-1)
     with pytest.raises(TypeError):
         Child(1, 2, 3)
+
+
+def test_mutable_behaves_as_a_plain_dataclass() -> None:
+    from fa_doctor.frozen import field as our_field
+    from fa_doctor.frozen import mutable
+
+    @mutable
+    class Mine:
+        x: int
+        items: list[int] = our_field(default_factory=list)
+
+    @dataclass
+    class Theirs:
+        x: int
+        items: list[int] = field(default_factory=list)
+
+    a, b = Mine(1), Theirs(1)
+    a.items.append(2)
+    b.items.append(2)
+    a.x = b.x = 5
+    assert repr(a).replace("Mine", "T") == repr(b).replace("Theirs", "T") and a == Mine(5, [2])
+    with pytest.raises(TypeError):
+        hash(a)  # eq without frozen: unhashable, as dataclasses makes it
+
+
+def test_our_helpers_match_the_standard_ones() -> None:
+    from fa_doctor import frozen as ours
+
+    nested = Pickled(3, ("a",))
+    assert ours.asdict(Mine(1, "b", (nested,))) == dataclasses.asdict(Theirs(1, "b", (nested,)))
+    assert ours.astuple(Mine(1)) == (1, "a", ()) == dataclasses.astuple(Theirs(1))
+    assert ours.astuple(Mine(1, Pickled(2))) == dataclasses.astuple(Theirs(1, Pickled(2))) == (1, (2, ()), ())
+    assert ours.replace(Mine(1), y="z") == Mine(1, "z") and ours.is_dataclass(Mine) and not ours.is_dataclass(1)
+    assert [f.name for f in ours.fields(Mine)] == [f.name for f in dataclasses.fields(Theirs)]
+    with pytest.raises(TypeError):
+        ours.replace(Mine(1), nope=2)
+
+
+def test_a_non_default_field_after_a_default_one_is_refused() -> None:
+    with pytest.raises(TypeError, match="non-default argument"):
+        frozen(type("Bad", (), {"__annotations__": {"a": "int", "b": "int"}, "a": 1}))

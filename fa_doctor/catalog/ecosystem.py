@@ -1,5 +1,6 @@
 """Questions about released packages, answered from the generated tables in `releases.py` (imported on the first
-question, so the static check of a healthy install, which asks none, never loads them).
+question: the static check of a healthy FA4 install asks one, whether its CuTe DSL release has the split
+packages).
 
 Every answer is read from the metadata of a released artifact (`releases.SOURCES` names it); nothing here
 knows a version by heart. Requirement lines are parsed with `packaging`, as pip parses them.
@@ -54,9 +55,11 @@ def known(name: str) -> bool:
 
 def exists(name: str, version: str) -> bool:
     """Whether `name==version` (local label ignored) is a non-yanked release on the index."""
+    from fa_doctor.pep440 import same
+
     public = version.split("+", 1)[0]
-    want = _version(public)
-    return any(_version(v) == want for v in versions(name)) if want is not None else False
+    found = versions(name)
+    return public in found or any(same(v, public) for v in found)  # the same text is the same version
 
 
 def prerelease_only(name: str) -> bool:

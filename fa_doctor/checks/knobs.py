@@ -23,8 +23,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-from packaging.version import InvalidVersion, Version
-
 from fa_doctor.actions import SetEnv, UnsetEnv
 from fa_doctor.catalog import knobs as catalog
 from fa_doctor.checks.override import shown
@@ -35,7 +33,6 @@ from fa_doctor.probes.files import creatable
 _ENVBOOL = ("true", "1", "yes", "y", "false", "0", "no", "n")
 _GET_BOOL = ("true", "1", "false", "0")
 _FA4_ARCH = re.compile(r"^(?:sm_?|SM_?)?(\d+)(\d)([af]?)$")  # re.match, as FA4 does: `$` admits a final \n
-_VLLM_STOPPED_READING = Version(catalog.VLLM_STOPPED_READING)
 _FLAG = "--attention-config.flash_attn_version N"
 Make = Callable[..., list[Finding]]
 
@@ -107,8 +104,10 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
     if vllm is None:
         make = _maker(name, value, _unset(name, "Unset it, or leave it for another environment."), vllm=None)
         return make("knob.ignored", Severity.INFO, f"{name} is set but vLLM is not installed here", "Nothing reads it.")
+    from packaging.version import InvalidVersion, Version  # only with vLLM installed
+
     try:
-        reads = Version(vllm.version) < _VLLM_STOPPED_READING
+        reads = Version(vllm.version) < Version(catalog.VLLM_STOPPED_READING)
     except InvalidVersion:
         reads = False
     v = vllm.version

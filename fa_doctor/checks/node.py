@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections import defaultdict
 from collections.abc import Sequence
 
 from fa_doctor.actions import RunCommand, SetEnv
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.frozen import replace
 from fa_doctor.probes.gpu import GpuDevice
 
 
@@ -19,7 +19,7 @@ def restrict(facts: Facts, wanted: Sequence[int] | None) -> tuple[Facts, list[in
     present = {d.index for d in facts.gpus.devices}
     missing = [i for i in dict.fromkeys(wanted) if i not in present]
     kept = tuple(d for d in facts.gpus.devices if d.index in wanted)
-    return dataclasses.replace(facts, gpus=dataclasses.replace(facts.gpus, devices=kept)), missing
+    return replace(facts, gpus=replace(facts.gpus, devices=kept)), missing
 
 
 def _cap(device: GpuDevice) -> str:

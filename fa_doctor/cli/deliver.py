@@ -8,7 +8,6 @@ sends its report to stderr too: the server's stdout stays its own.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import os
 import signal
@@ -18,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from fa_doctor import interrupt
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import frozen, replace
 from fa_doctor.result import EXIT_ERROR, CannotRun, Result, error_result, interrupted_result
 
 Run = Callable[[Callable[[str], None], Any], Result]
@@ -195,8 +194,8 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
     if out.format != "human" or not isinstance(payload, FixPayload):
         return deliver(result, out)
     # The diffs and notes carry the env files' own text: escaped like any report, a diff line by line.
-    edits = tuple(dataclasses.replace(e, diff=Lines(e.diff.split("\n"))) for e in payload.edits)
-    shown = prepare(dataclasses.replace(result, payload=dataclasses.replace(payload, edits=edits)))
+    edits = tuple(replace(e, diff=Lines(e.diff.split("\n"))) for e in payload.edits)
+    shown = prepare(replace(result, payload=replace(payload, edits=edits)))
     dry_run = payload.dry_run
     # A dry run shows the diffs on stdout; a refusal's reason is still said here.
     notes = [

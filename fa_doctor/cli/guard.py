@@ -20,8 +20,13 @@ def _name(args: Sequence[str]) -> str:
     return args[0] if args and not args[0].startswith("-") else "fa-doctor"
 
 
+def _help(command: Any) -> str:
+    from fa_doctor.cli.help import render
+
+    return render(command)
+
+
 def dispatch(args: list[str], early: Any, parsed: Any = None) -> int:
-    import fa_doctor.cli.help as helptext
     from fa_doctor.cli.parse import parse
     from fa_doctor.cli.spec import ROOT
 
@@ -31,11 +36,11 @@ def dispatch(args: list[str], early: Any, parsed: Any = None) -> int:
         sys.stdout.write("".join(f"{word}\n" for word in candidates(os.environ)))
         return 0
     if not args:  # `fa-doctor` alone: what it can do, as misuse
-        sys.stderr.write(helptext.render(ROOT))
+        sys.stderr.write(_help(ROOT))
         return EXIT_ERROR
     parsed = parsed if parsed is not None else parse(args, os.environ)
     if parsed.help:
-        sys.stdout.write(helptext.render(parsed.command))
+        sys.stdout.write(_help(parsed.command))
         return 0
     if parsed.command is ROOT:
         return _root(parsed.values)

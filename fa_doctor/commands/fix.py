@@ -12,12 +12,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field, replace
 from typing import TYPE_CHECKING
 
 from fa_doctor.commands.options import CheckOptions
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen, replace
 from fa_doctor.result import FixPayload, PlanStep, Result
 
 if TYPE_CHECKING:

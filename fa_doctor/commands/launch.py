@@ -15,10 +15,9 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 
 from fa_doctor.facts import BackendFlags
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen, mutable, replace
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?t?)?$")
 _SGLANG_MODULES = ("sglang.launch_server", "sglang.cli.serve")
@@ -48,7 +47,7 @@ class Launch:
     problem: str | None = None  # why the interpreter could not be told
 
 
-@dataclass
+@mutable
 class _State:
     env: dict[str, str]
     cwd: str

@@ -97,10 +97,7 @@ def marker_env(facts: Facts) -> dict[str, str]:
 
 def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | None = None) -> list[tuple[str, str]]:
     """(requirement, what is installed) for each runtime requirement that is not satisfied."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
-    from fa_doctor import requirements
+    from fa_doctor import pep440, requirements
 
     wanted = {normalize(n) for n in only} if only is not None else None
     env = marker_env(facts)
@@ -116,11 +113,7 @@ def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | N
         if have is None:
             out.append((str(req), "not installed"))
             continue
-        try:
-            ok = SpecifierSet(req.specifier).contains(Version(have), prereleases=True)
-        except (InvalidSpecifier, InvalidVersion):
-            ok = True
-        if not ok:
+        if pep440.contains(req.specifier, have) is False:  # None: not a version or specifier, say nothing
             out.append((str(req), f"{name} {have}"))
     return out
 

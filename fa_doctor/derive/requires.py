@@ -12,8 +12,9 @@ from fa_doctor.catalog import names
 from fa_doctor.facts import Facts
 from fa_doctor.families import normalize
 from fa_doctor.probes.distributions import Distribution
+from fa_doctor.regex import lazy
 
-_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?\Z")
+_NAME = lazy(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?\Z")
 
 
 def version_of(text: str | None) -> str | None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
-import re
-
 from fa_doctor.catalog import names
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
 from fa_doctor.frozen import frozen
+from fa_doctor.regex import lazy
 
 FA_BACKENDS = {"fa3": 3, "fa4": 4}
 # ATTENTION_BACKEND_CHOICES of SGLang 0.5.23 (python/sglang/srt/arg_groups/choices.py, the wheel's file matches
@@ -22,7 +20,7 @@ SGLANG_0_5_23_BACKENDS = frozenset(
     }
 )  # fmt: skip
 # FlashAttention-looking names: the hint is fa3/fa4, not the nearest spelling (flash_attn is not minicpm_flashattn).
-_FA_LIKE = re.compile(r"^(fa[\W_]?\d*|flash[\W_]?attn[\w-]*|flash[\W_]?attention[\w-]*)$")
+_FA_LIKE = lazy(r"^(fa[\W_]?\d*|flash[\W_]?attn[\w-]*|flash[\W_]?attention[\w-]*)$")
 
 
 @frozen
@@ -144,12 +142,16 @@ def rejected_backend(name: str, flag: str, facts: Facts) -> str | None:
     if simple in choices:
         return f"SGLang's backend names are exact and lower-case: `{name}` is rejected, use `{simple}` ({refusal})"
     if _FA_LIKE.match(simple):
+        import difflib
+
         near = difflib.get_close_matches(simple, sorted(FA_BACKENDS), n=1, cutoff=0.75)
         return (
             f"`{name}` is not an SGLang attention backend: SGLang knows fa3 and fa4 (FA2 is only a fallback inside "
             f"its FA3 path) and non-FA backends such as flashinfer and triton; {refusal}"
             + (f"; did you mean `{near[0]}`?" if near else "")
         )
+    import difflib
+
     close = difflib.get_close_matches(simple, sorted(choices), n=1, cutoff=0.6)
     hint = f"; did you mean `{close[0]}`?" if close else f"; its choices are {', '.join(sorted(choices))}"
     return f"`{name}` is not an SGLang attention backend: {refusal}{hint}"

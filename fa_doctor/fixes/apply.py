@@ -223,7 +223,7 @@ def _ended(
     skipped: Sequence[Step] = (),
 ) -> ApplyResult:
     """A step failed or a signal came: undo the journal, newest first, and say what remains."""
-    from dataclasses import replace
+    from fa_doctor.frozen import replace
 
     results, late = _rollback(runner.book)
     signum = signum if signum is not None else late

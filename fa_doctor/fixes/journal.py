@@ -20,8 +20,8 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
+from fa_doctor.frozen import field, mutable
 from fa_doctor.probes import metadata
 from fa_doctor.probes.files import read
 
@@ -44,7 +44,7 @@ def record_files(location: str, metadata_dir: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-@dataclass
+@mutable
 class Snapshot:
     """Saved copies of one distribution's files: (original path, saved path)."""
 
@@ -129,7 +129,7 @@ def restore(snap: Snapshot, wrote: Iterable[str] = ()) -> None:
     discard(snap)
 
 
-@dataclass
+@mutable
 class Entry:
     step: int
     did: str  # what changed, in words

@@ -18,12 +18,11 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from fa_doctor.actions import CONSTRAINTS_STDIN, BuildFromClone, MovePath, PipInstall, PipUninstall
 from fa_doctor.catalog import names
 from fa_doctor.families import normalize
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen, mutable
 from fa_doctor.probes.distributions import Distribution
 
 # pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
@@ -80,7 +79,7 @@ def read_inventory(sys_path: Sequence[str]) -> Inventory:
     return Inventory({k: tuple(v) for k, v in copies.items()}, frozenset(protected))
 
 
-@dataclass
+@mutable
 class InstallProof:
     """What pip said it would do, and what that replaces."""
 

@@ -6,10 +6,9 @@ Every string in it came from a node's report and is hostile: the render boundary
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 
 from fa_doctor.finding import Remedy, Severity
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 
 FLEET_SCHEMA = "fa-doctor.fleet/1"
 

@@ -9,14 +9,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import field
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
 from fa_doctor.finding import Remedy
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 from fa_doctor.knowledge.problem import CAUSES
 from fa_doctor.plan.intents import Intent
 

@@ -19,12 +19,11 @@ import bisect
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 from fa_doctor.knowledge.evidence import HINT_DOCS, HINTS
 
 SMOOTHING = 1.0  # pseudo-reports spread evenly over the categories, per feature

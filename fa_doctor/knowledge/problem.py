@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 from types import MappingProxyType
 
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 
 CAUSES = (
     "torch_abi",

@@ -13,7 +13,6 @@ that would plan one.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
 
 from fa_doctor.actions import RunCommand
@@ -21,6 +20,7 @@ from fa_doctor.catalog import ecosystem, names
 from fa_doctor.derive.requires import exact_pin, installed, name_of, public, requirement
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy
+from fa_doctor.frozen import replace
 from fa_doctor.plan import intents as I
 from fa_doctor.plan import recipes
 from fa_doctor.plan.constraints import Unheld, keep_except, pip_install, reinstall_same
@@ -35,7 +35,7 @@ def plan(findings: Iterable[Finding], facts: Facts | None, target: tuple[str, ..
         for remedy in finding.remedies:
             expanded = expand(remedy, facts) if remedy.intent is not None else (remedy,)
             remedies += [_for_target(r, target) for r in expanded]
-        out.append(dataclasses.replace(finding, remedies=tuple(unique(remedies))))
+        out.append(replace(finding, remedies=tuple(unique(remedies))))
     return out
 
 
@@ -47,7 +47,7 @@ def _for_target(remedy: Remedy, target: tuple[str, ...]) -> Remedy:
         RunCommand((*a.argv, *where)) if isinstance(a, RunCommand) and a.argv == ("fa-doctor", "check") else a
         for a in remedy.actions
     )
-    return dataclasses.replace(remedy, target=target, actions=actions)
+    return replace(remedy, target=target, actions=actions)
 
 
 def unique(remedies: list[Remedy]) -> list[Remedy]:
@@ -79,7 +79,7 @@ def expand(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
     if remedy.text and planned:  # the check's own sentence leads the first planned remedy
         head = planned[0]
         joined = remedy.text.rstrip() + " " + head.text
-        return (dataclasses.replace(head, text=joined, commands=remedy.commands + head.commands), *planned[1:])
+        return (replace(head, text=joined, commands=remedy.commands + head.commands), *planned[1:])
     return planned
 
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field
 
 from fa_doctor.families import is_interesting, normalize
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 from fa_doctor.probes import metadata
 from fa_doctor.probes.files import read, read_text
 from fa_doctor.probes.modules import listdir

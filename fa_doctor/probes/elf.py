@@ -12,10 +12,9 @@ import stat
 import struct
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import TypeVar
 
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen, mutable
 
 T = TypeVar("T")
 
@@ -99,7 +98,7 @@ class ElfInfo:
         return sorted({v for _, versions in self.version_needs for v in versions if v.startswith(prefix)})
 
 
-@dataclass
+@mutable
 class _Reader:
     fd: int
     size: int

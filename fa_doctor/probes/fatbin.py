@@ -13,10 +13,9 @@ import struct
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import field
 from types import MappingProxyType
 
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 from fa_doctor.probes.elf import ElfInfo, open_regular
 
 FATBIN_MAGIC = 0xBA55ED50

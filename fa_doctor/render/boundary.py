@@ -11,14 +11,13 @@ writes JSON to stdout and JUnit and Markdown files beside it).
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
 from fa_doctor.finding import Remedy
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import fields, frozen, is_dataclass, replace
 from fa_doctor.lines import Lines
 from fa_doctor.render.escape import escape
 from fa_doctor.result import Result
@@ -46,8 +45,8 @@ def _walk(value: Any, clean: _Clean, depth: int = 0) -> Any:
     if isinstance(value, str):
         return clean(value)
     if isinstance(value, Remedy):
-        return _rebuild(value, dataclasses.replace(clean, scrub=False), depth)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _rebuild(value, replace(clean, scrub=False), depth)
+    if is_dataclass(value) and not isinstance(value, type):
         return _rebuild(value, clean, depth)
     if isinstance(value, Mapping):
         out = {
@@ -70,7 +69,7 @@ def _walk(value: Any, clean: _Clean, depth: int = 0) -> Any:
 
 def _rebuild(obj: Any, clean: _Clean, depth: int) -> Any:
     fresh = copy.copy(obj)
-    for f in dataclasses.fields(obj):
+    for f in fields(obj):
         old = getattr(obj, f.name)
         new = _walk(old, clean, depth + 1)
         if new is not old:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Mapping
@@ -12,6 +11,7 @@ from typing import Any
 from fa_doctor import __version__
 from fa_doctor.actions import KINDS
 from fa_doctor.actions import to_dict as action_dict
+from fa_doctor.frozen import fields, is_dataclass
 from fa_doctor.render.base import Renderer
 from fa_doctor.result import SCHEMA, DeviceSmoke, PackageRow, Result
 
@@ -39,8 +39,8 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict) and not isinstance(value, type):
         return jsonable(to_dict(), depth + 1)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: jsonable(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name), depth + 1) for f in fields(value)}
     if isinstance(value, Mapping):
         return {str(k): jsonable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

@@ -8,11 +8,10 @@ package imports neither torch nor any FlashAttention module.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import field
 from types import MappingProxyType
 from typing import Any
 
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen
 from fa_doctor.smoke.classify import ImportProblem
 
 APIS = ("fa2", "fa3", "sgl", "cute", "vllm")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from fa_doctor.frozen import frozen
+from fa_doctor.frozen import field, frozen, mutable
 from fa_doctor.probes.environment import OVERRIDE
 
 N = OVERRIDE
@@ -31,7 +30,7 @@ class Change:
     new: str
 
 
-@dataclass
+@mutable
 class Plan:
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -44,7 +43,7 @@ class Word:
     text: str
 
 
-@dataclass
+@mutable
 class Command:
     """One simple command: its words and what sits around it."""
 
