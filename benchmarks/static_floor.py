@@ -40,7 +40,9 @@ def fa_doctor_argv() -> list[str]:
 
 def once(cmd: list[str], env: dict[str, str]) -> float:
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, timeout=120, env=env)
+    # From a neutral folder: `python -m` puts the working directory first on sys.path, and run from the checkout
+    # it would import this tree's fa_doctor whatever PYTHONPATH says (--source measured the wrong code).
+    done = subprocess.run(cmd, capture_output=True, timeout=120, env=env, cwd=tempfile.gettempdir())
     seconds = time.perf_counter() - t0
     if done.returncode not in (0, 1):
         raise SystemExit(f"{cmd} failed with {done.returncode}: {done.stderr.decode()[-400:]}")
@@ -79,8 +81,14 @@ def main() -> None:
             "check, healthy FA4 target": [*check, "--python", python],
             "check, this interpreter (remedy planned)": check,
         }
-        for source in args.source:  # PYTHONPATH comes before the editable install's finder
+        for source in args.source:  # PYTHONPATH comes before the editable install's finder (run from a neutral cwd)
             tree = ["env", f"PYTHONPATH={source.resolve()}", sys.executable, "-m", "fa_doctor"]
+            where = subprocess.run(
+                [*tree[:3], "-c", "import fa_doctor; print(fa_doctor.__file__)"],
+                capture_output=True, text=True, timeout=60, env=env, cwd=tempfile.gettempdir(),
+            ).stdout.strip()  # fmt: skip
+            if not where.startswith(str(source.resolve())):
+                raise SystemExit(f"--source {source}: fa_doctor is imported from {where}, not from that tree")
             commands[f"check, healthy FA4 target, {source.name}"] = [
                 *tree,
                 *check[len(fa_doctor_argv()) :],
