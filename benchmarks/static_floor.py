@@ -7,7 +7,7 @@ nothing to repair, so no remedy is planned) and fa-doctor's own interpreter (no 
 whose remedy the planner writes).
 
 Target (issue 17): healthy ratio <= 1.15 on the 2-core CPU box.
-Run by hand:  python benchmarks/static_floor.py [--runs 41] [--out figures.json] [--source DIR ...]
+Run by hand:  python benchmarks/static_floor.py [--runs 41] [--out figures.json] [--source DIR ...] [--python PY]
 `--source DIR` (repeatable) adds `python -m fa_doctor` from another source tree (a `git archive` of an older commit)
 to the same interleaved runs, for a before/after on one machine state.
 """
@@ -71,11 +71,12 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=41)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--source", type=Path, action="append", default=[], help="another fa_doctor source tree")
+    ap.add_argument("--python", help="a real healthy install to check (the GPU machine's), instead of the fake one")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FA_DOCTOR_", "PYTHON"))}
     check = [*fa_doctor_argv(), "check", "--no-smoke", "--json"]
     with tempfile.TemporaryDirectory() as tmp:
-        python = healthy_target(Path(tmp))
+        python = args.python or healthy_target(Path(tmp))
         commands = {
             "floor: import typer, rich": [sys.executable, "-c", "import typer, rich"],
             "check, healthy FA4 target": [*check, "--python", python],

@@ -20,23 +20,28 @@ import sys
 def _early_python(args: list[str], parsed: object = None) -> str | None:
     """The interpreter the command will inspect, as the command itself will read it; None when it inspects none
     (or the line is misuse, which the CLI reports)."""
+    return _early_target(args, parsed)[0]
+
+
+def _early_target(args: list[str], parsed: object = None) -> tuple[str | None, dict[str, str]]:
+    """That interpreter, and the environment the check will see (exec: COMMAND's, as `env` in it sets it)."""
     from fa_doctor.cli.parse import UsageError, parse
     from fa_doctor.cli.spec import TARGET_COMMANDS
 
+    env = dict(os.environ)
     try:
         line = parsed if parsed is not None else parse(args, os.environ)
     except UsageError:
-        return None
+        return None, env
     if line.help or line.command.name not in TARGET_COMMANDS:  # type: ignore[attr-defined]
-        return None
+        return None, env
     python = line.values.get("python")  # type: ignore[attr-defined]
-    if python:
-        return str(python)
     if line.command.name == "exec":  # type: ignore[attr-defined]
         from fa_doctor.commands.launch import parse_launch
 
-        return parse_launch(line.values["command"], os.environ).python  # type: ignore[attr-defined]  # None: the CLI says why
-    return sys.executable
+        launch = parse_launch(line.values["command"], os.environ)  # type: ignore[attr-defined]
+        return (str(python) if python else launch.python), dict(launch.env)  # python None: the CLI says why
+    return (str(python) if python else sys.executable), env
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -55,12 +60,14 @@ def main(argv: list[str] | None = None) -> None:
                 parsed = parse(args, os.environ)
             except UsageError:
                 parsed = None  # the CLI parses again and reports it, in the format asked for
-        python = _early_python(args, parsed) if parsed is not None else None
+        python, env = _early_target(args, parsed) if parsed is not None else (None, {})
         early = None
         if python:
+            from fa_doctor.probes.gpu import start_early
             from fa_doctor.probes.target import TargetProbe
 
             early = TargetProbe(python)  # a signal from here on ends its child too
+            start_early(python, env)  # NVML's start-up beside the imports below
             interrupt.checkpoint("probe")
         from fa_doctor.cli import main as cli_main
 

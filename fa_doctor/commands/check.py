@@ -50,7 +50,7 @@ def _installed(target: TargetFacts) -> Installed:
 def gather(options: CheckOptions, timings: dict[str, float], pending: TargetProbe | None = None) -> Facts:
     """Run the probes: the GPU in the background; the target (its path drives the rest), then the disk."""
     from fa_doctor.probes import environment
-    from fa_doctor.probes.gpu import GpuFacts, probe_gpus
+    from fa_doctor.probes.gpu import GpuFacts, early_answer, probe_gpus
     from fa_doctor.probes.target import TargetProbe
 
     python = options.python or sys.executable
@@ -58,9 +58,12 @@ def gather(options: CheckOptions, timings: dict[str, float], pending: TargetProb
     env = dict(os.environ if options.env is None else options.env)
     gpu_box: dict[str, GpuFacts] = {}
 
+    wait = options.gpu_timeout * 2 + _TORCH_PROBE_SECONDS + 10
+
     def gpus() -> None:
         t0 = time.perf_counter()
-        gpu_box["v"] = probe_gpus(python, env, timeout=options.gpu_timeout)
+        early = early_answer(python, env, options.gpu_timeout, wait)  # fa_doctor.entry's, if it asked the same
+        gpu_box["v"] = early or probe_gpus(python, env, timeout=options.gpu_timeout)
         timings["probe.gpu"] = time.perf_counter() - t0
 
     thread = threading.Thread(target=gpus, name="fa-doctor gpu probe", daemon=True)
@@ -72,7 +75,7 @@ def gather(options: CheckOptions, timings: dict[str, float], pending: TargetProb
     installed = bounded(lambda: _installed(target), options.scan_timeout, "the package scan")
     timings["probe.packages"] = time.perf_counter() - t0
     # NVML and nvidia-smi get gpu_timeout each, the torch fallback at least a minute, one after the other.
-    thread.join(options.gpu_timeout * 2 + _TORCH_PROBE_SECONDS + 10)
+    thread.join(wait)
     gpu_facts = gpu_box.get("v") or GpuFacts(
         "none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"), ("the GPU probe did not finish in time",)
     )

@@ -383,3 +383,35 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
     else:
         return facts("torch", found[0], _proc_driver_version(), found[1])
     return facts("none", (), None, None)
+
+
+# ---- the early probe -----------------------------------------------------------------------------------------
+# NVML's initialisation takes ~100 ms on an H200 host, most of it in the driver with the GIL released. Started by
+# fa_doctor.entry before the checks are imported, it runs beside those imports; the check takes its answer when
+# it asks the same question (same interpreter, same environment, same timeout), and probes again otherwise.
+
+_early: tuple[tuple[str, dict[str, str], float], threading.Thread, dict[str, GpuFacts]] | None = None
+
+
+def start_early(python: str, env: Mapping[str, str], timeout: float = 10.0) -> None:
+    global _early
+    box: dict[str, GpuFacts] = {}
+    key = (python, dict(env), timeout)
+
+    def probe() -> None:
+        box["v"] = probe_gpus(python, key[1], timeout)
+
+    thread = threading.Thread(target=probe, name="fa-doctor early gpu probe", daemon=True)
+    thread.start()
+    _early = (key, thread, box)
+
+
+def early_answer(python: str, env: Mapping[str, str], timeout: float, wait: float) -> GpuFacts | None:
+    """The early probe's answer to this question (waiting at most `wait` seconds), else None."""
+    global _early
+    if _early is None or _early[0] != (python, dict(env), timeout):
+        return None
+    _key, thread, box = _early
+    _early = None  # one answer, to one check (fix re-checks after repairing: that one probes again)
+    thread.join(wait)
+    return box.get("v")
