@@ -39,14 +39,8 @@ class FrozenInstanceError(AttributeError):
 class Field:
     __slots__ = ("compare", "default", "default_factory", "hash", "init", "name", "repr", "type")
 
-    def __init__(
-        self,
-        default: Any = MISSING,
-        default_factory: Any = MISSING,
-        init: bool = True,
-        repr: bool = True,
-        hash: bool | None = None,
-        compare: bool = True,
+    def __init__(  # made by field(), which has the defaults
+        self, default: Any, default_factory: Any, init: bool, repr: bool, hash: bool | None, compare: bool
     ) -> None:
         if default is not MISSING and default_factory is not MISSING:
             raise ValueError("cannot specify both default and default_factory")
@@ -93,7 +87,7 @@ def _collect(cls: type) -> dict[str, Field]:
         if "ClassVar" in str(annotation):
             continue
         value = _ours(cls.__dict__.get(name, MISSING))
-        made = value if isinstance(value, Field) else Field(default=value)
+        made = value if isinstance(value, Field) else field(default=value)
         made.name, made.type = name, annotation
         if isinstance(value, Field):  # as dataclasses does: the class attribute is the default, or nothing
             if made.default is MISSING:
