@@ -3,7 +3,8 @@ every static check): plain release versions (`4.6.2`, `0.1.11`) against plain sp
 `<0.2,>=0.1.11`, `==2.9.1`, `!=1.0`).
 
 For plain releases PEP 440 is integer tuples compared with zeros padded on the right (`1.0 == 1.0.0`), and its
-exclusive-ordering rules (`<V` refusing pre-releases of V, `>V` post-releases of V) cannot apply. Anything else
+exclusive-ordering rules (`<V` refusing pre-releases of V, `>V` post-releases of V) cannot apply; a local label
+(`2.11.0+cu130`, torch's) is ignored against a specifier without one, as PEP 440 says. Anything else
 (pre-, post- and dev-releases, local labels, epochs, `~=`, `===`, wildcards, a `v` prefix) goes to `packaging`,
 and so does any text that is not a version: the same answers and the same exceptions. `tests/test_pep440.py`
 compares both on every specifier of the metadata corpus.
@@ -14,6 +15,9 @@ from __future__ import annotations
 from fa_doctor.regex import lazy
 
 _RELEASE = lazy(r"[0-9]{1,9}(?:\.[0-9]{1,9}){0,15}\Z")
+# A plain release with a local label (`2.11.0+cu130`): PEP 440 ignores the label for every operator whose version
+# has none (packaging compares `prospective.public`), so the release alone decides.
+_LOCAL = lazy(r"([0-9]{1,9}(?:\.[0-9]{1,9}){0,15})\+[a-zA-Z0-9]+(?:[-_.][a-zA-Z0-9]+)*\Z")
 _CLAUSE = lazy(r"(==|!=|<=|>=|<|>)([0-9]{1,9}(?:\.[0-9]{1,9}){0,15})\Z")
 
 
@@ -43,7 +47,8 @@ _HOLDS = {
 def contains(specifier: str, version: str) -> bool | None:
     """`SpecifierSet(specifier).contains(Version(version), prereleases=True)`; None where packaging raises
     InvalidSpecifier or InvalidVersion."""
-    have = release(version)
+    local = _LOCAL.match(version)
+    have = release(local.group(1) if local else version)
     clauses = [c.strip() for c in specifier.split(",")] if have is not None else None
     matched = [_CLAUSE.match(c) for c in clauses if c] if clauses is not None else None
     if have is None or matched is None or not all(matched):
