@@ -51,7 +51,12 @@ def _compare(left: str, op: str, right: str, key: str) -> bool | None:
     if key == "extra":  # PEP 685: extra names compare normalised
         left, right = _canonical(left), _canonical(right)
     elif key in _VERSION_VARS:
-        from packaging.specifiers import InvalidSpecifier, Specifier  # only for a version marker
+        from fa_doctor.pep440 import plain_contains
+
+        fast = plain_contains(op + right, left) if op not in ("in", "not in") else None
+        if fast is not None:  # python_version < "3.11": plain releases, no packaging needed
+            return fast
+        from packaging.specifiers import InvalidSpecifier, Specifier
         from packaging.version import InvalidVersion
 
         try:  # `in` and `not in` never make a specifier: they fall through to the string test, as in packaging

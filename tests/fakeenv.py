@@ -131,7 +131,9 @@ class FakeEnv:
             ("apache-tvm-ffi", "tvm_ffi"),
             ("torch-c-dlpack-ext", "torch_c_dlpack_ext"),
         ):
-            self.dist(name, "0.6.5" if mod == "quack" else "0.1.15", {f"{mod}/__init__.py": ""}, top_level=[mod])
+            # The versions of the wheels staged for the H200 (tvm-ffi's is a post-release, as on PyPI).
+            version = {"quack": "0.6.5", "tvm_ffi": "0.1.15.post2"}.get(mod, "0.1.15")
+            self.dist(name, version, {f"{mod}/__init__.py": ""}, top_level=[mod])
         for name in ("einops", "typing-extensions"):
             self.dist(name, "4.12.0", {f"{name.replace('-', '_')}.py": ""})
 

@@ -21,7 +21,8 @@ CANDIDATES = (
     "0", "0.1", "0.1.11", "0.2", "1", "1.0", "1.0.0", "2.9.1", "2.10", "4.6.2", "4.6.2.0", "4.8.1", "12.8.90",
     "2.11.0+cu130", "2.9.0+cpu", "4.0.0b36", "4.6.0.dev0", "1.0.post1", "1!1.0", "v1.0", "1.0rc1", " 1.0 ",
     "4.6", "0.5.3", "999999999.0", "not a version", "", "2.11.0+CU130", "1.0+", "1.0+a..b", "1.0+a_b-c.d",
-    "2.14.1+cu129", "1.0+local+more", "1.0+café",
+    "2.14.1+cu129", "1.0+local+more", "1.0+café", "0.1.15.post2", "1.0.post0", "1.0.0.post1", "4.6.2.post1+cu13",
+    "1.0-1", "1.0post1", "1.0.POST1", "1.0.post", "0.1.11.post0",
 )  # fmt: skip
 
 
@@ -72,8 +73,14 @@ CLAUSES = st.tuples(st.sampled_from(["==", "!=", "<=", ">=", "<", ">"]), RELEASE
 LOCALS = st.from_regex(r"\A[a-zA-Z0-9]{1,4}(?:[-_.][a-zA-Z0-9]{1,3}){0,2}\Z")
 
 
-@given(version=RELEASES, local=st.one_of(st.none(), LOCALS), clauses=st.lists(CLAUSES, max_size=3))
-def test_generated_plain_releases_as_packaging(version: str, local: str | None, clauses: list[str]) -> None:
+@given(
+    version=RELEASES,
+    post=st.one_of(st.none(), st.integers(0, 3)),
+    local=st.one_of(st.none(), LOCALS),
+    clauses=st.lists(CLAUSES, max_size=3),
+)
+def test_generated_releases_as_packaging(version: str, post: int | None, local: str | None, clauses: list[str]) -> None:
+    version = f"{version}.post{post}" if post is not None else version
     version = f"{version}+{local}" if local else version
     specifier = ",".join(clauses)
     assert pep440.contains(specifier, version) == reference(specifier, version)
