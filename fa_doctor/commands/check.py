@@ -47,6 +47,16 @@ def _installed(target: TargetFacts) -> Installed:
     return Installed(scan, read_torch_build(target.sys_path), sglang)
 
 
+def _load_what_follows() -> None:
+    """Import what runs after the target's answer while its interpreter starts (10 ms on a bare venv, 35 ms on
+    an H200 server's, whose site runs .pth files): the main thread would only wait for it."""
+    from fa_doctor.catalog import ecosystem, releases  # noqa: F401
+    from fa_doctor.checks import binary, choice, gpu, knobs, override, packages  # noqa: F401
+    from fa_doctor.derive import inventory, pin, requires, selection  # noqa: F401
+    from fa_doctor.plan import planner  # noqa: F401
+    from fa_doctor.probes import distributions, extensions  # noqa: F401
+
+
 def gather(options: CheckOptions, timings: dict[str, float], pending: TargetProbe | None = None) -> Facts:
     """Run the probes: the GPU in the background; the target (its path drives the rest), then the disk."""
     from fa_doctor.probes import environment
@@ -68,6 +78,7 @@ def gather(options: CheckOptions, timings: dict[str, float], pending: TargetProb
 
     thread = threading.Thread(target=gpus, name="fa-doctor gpu probe", daemon=True)
     thread.start()
+    _load_what_follows()
     start = time.perf_counter()
     target = pending.result()
     timings["probe.target"] = time.perf_counter() - start
