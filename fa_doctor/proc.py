@@ -23,7 +23,7 @@ child's group and leftovers, and to any other child of this process (one that a 
 fork and its registration), waits up to ``grace`` seconds, then SIGKILLs what is left. It takes no lock and
 may be called from a signal handler in the main thread while other threads are inside ``collect``; those
 calls then return with the child's signal as its exit status. An ``atexit`` hook does the same with SIGKILL,
-so a child still running when the interpreter exits (typer's ``Exit``, an early usage error) is not orphaned.
+so a child still running when the interpreter exits (a usage error after the early probe started) is not orphaned.
 """
 
 from __future__ import annotations

@@ -33,6 +33,15 @@ hypothesis_settings.register_profile("explore", derandomize=False, deadline=None
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
+# The suite runs as if started from a terminal. Started in a script's background it has SIGINT ignored, under nohup
+# SIGHUP too, and fa-doctor keeps what its caller ignored (by design: nohup's SIGHUP stays ignored), so every test
+# that delivers those signals in this process would see nothing happen (seen: five fix --apply tests red on a CI
+# run started with nohup). Tests of that design set SIG_IGN themselves.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """No test sees the developer's knobs, GPUs or caches; directory listings are not cached across tests."""

@@ -177,3 +177,15 @@ def test_any_line_from_the_table_parses_back(data: st.DataObject) -> None:
         assert p[option.dest] == expected and p.given[option.dest] == "command line", (argv, option.dest)
     untouched = [o for o in command.options if o not in chosen]
     assert all(p[o.dest] == o.default for o in untouched)
+
+
+def test_a_usage_error_quoting_the_line_stays_on_one_line() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "fa_doctor", "check", "--timeout", "1\n::error::owned"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and not any(line.startswith("::") for line in done.stderr.splitlines())
+    assert "owned" in done.stderr

@@ -178,7 +178,7 @@ def test_an_exception_inside_collect_kills_the_child(tmp_path: Path) -> None:
 
 
 def test_exit_hook_ends_children_never_collected(tmp_path: Path) -> None:
-    """An early probe abandoned by a usage error, or typer's Exit: the interpreter exits, the child goes too."""
+    """An early probe abandoned by a usage error: the interpreter exits, the child goes too."""
     m = marker()
     code = f"from fa_doctor import proc\nproc.Child(['sleep', '{m}'])\nraise SystemExit(2)\n"
     done = subprocess.run([sys.executable, "-c", code], timeout=30, capture_output=True, text=True)

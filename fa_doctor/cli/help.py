@@ -76,6 +76,9 @@ def render(command: Command) -> str:
 
 
 def error(command: Command, message: str) -> str:
-    """What a usage error prints on stderr (the human format)."""
+    """What a usage error prints on stderr (the human format). The message quotes the command line, which may
+    carry anything (a newline and `::error::` into a CI log): escaped onto one line, as every renderer does."""
+    from fa_doctor.render.escape import escape
+
     hint = "fa-doctor -h" if command is ROOT else f"fa-doctor {command.name} -h"
-    return f"{usage(command)}\nTry '{hint}' for help.\n\nError: {message}\n"
+    return f"{usage(command)}\nTry '{hint}' for help.\n\nError: {escape(message)}\n"

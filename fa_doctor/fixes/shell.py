@@ -52,7 +52,7 @@ def _known(name: str | None) -> str | None:
 
 def _shellingham() -> str | None:
     try:
-        import shellingham  # type: ignore[import-untyped]  # typer depends on it; imported only when used
+        import shellingham  # type: ignore[import-untyped]  # a dependency; imported only when used
     except ImportError:
         return None
     try:
