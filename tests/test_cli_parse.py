@@ -189,3 +189,12 @@ def test_a_usage_error_quoting_the_line_stays_on_one_line() -> None:
     )  # fmt: skip
     assert done.returncode == 2 and not any(line.startswith("::") for line in done.stderr.splitlines())
     assert "owned" in done.stderr
+
+
+def test_help_lists_the_valid_values_from_where_they_are_defined() -> None:
+    from fa_doctor.cli.help import render
+    from fa_doctor.cli.values import formats, override_values, shells
+
+    text = " ".join(render(COMMANDS["fix"]).split())
+    for values in (formats(), override_values(), shells()):
+        assert f"one of: {', '.join(values)}" in text

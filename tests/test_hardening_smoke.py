@@ -245,7 +245,10 @@ def test_warm_cache_does_not_hide_an_arch_override(cache_runs: dict[str, Any]) -
     cold, warm, arch, fa_arch = runs
     assert all(r.status == "passed" for r in runs), [r.status for r in runs]
     assert cold.cache_dir == warm.cache_dir and len({cold.cache_dir, arch.cache_dir, fa_arch.cache_dir}) == 3
-    assert warm.phases["first_call"] < 0.3 <= arch.phases["first_call"] and fa_arch.phases["first_call"] >= 0.3
+    # Compiled (the fake sleeps 0.3 s and warns on a cache miss) or not: the warnings say it, not a time bound on
+    # the warm run (an upper bound on time fails on a loaded machine).
+    assert arch.phases["first_call"] >= 0.3 and fa_arch.phases["first_call"] >= 0.3
+    assert not warm.warnings and all(any("JitArgument" in w for w in r.warnings) for r in (cold, arch, fa_arch))
     firsts = [p for p in progress if p.startswith(("compiling", "running"))]
     assert firsts == [
         "compiling FA4 kernels (first run)",

@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import sys
 import sysconfig
-import time
 from pathlib import Path
 
 import pytest
@@ -51,17 +50,14 @@ def fake_torch(
 @pytest.mark.skipif(not (REAL_TORCH / "version.py").is_file(), reason="needs the venv's CPU torch")
 def test_real_cpu_torch_in_venv() -> None:
     before = set(sys.modules)
-    start = time.perf_counter()
     build = read_torch_build(sys.path)
-    elapsed = time.perf_counter() - start
     assert build is not None
     assert build.location == str(REAL_TORCH)
     assert build.version is not None and build.version.endswith("+cpu")
     assert build.cuda is None
     assert build.hip is None
     assert build.cxx11_abi is True
-    assert "torch" not in set(sys.modules) - before
-    assert elapsed < 0.5
+    assert "torch" not in set(sys.modules) - before  # its cost is benchmarks/static_check.py's to measure
 
 
 def test_cu130_build_with_new_abi_lib(tmp_path: Path) -> None:

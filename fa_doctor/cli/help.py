@@ -35,6 +35,10 @@ def _label(option: Option) -> str:
 
 def _notes(option: Option) -> str:
     notes = []
+    if option.complete and option.complete != "files":  # the valid values, from where they are defined
+        import fa_doctor.cli.values as values
+
+        notes.append(f"one of: {', '.join(getattr(values, option.complete)())}")
     if option.env:
         notes.append(f"env var: {option.env}")
     if option.kind not in (FLAG, MANY) and option.default is not None:

@@ -80,7 +80,7 @@ PYTHON = Option(
     metavar="PATH", env="FA_DOCTOR_PYTHON", check="python_path", forward=True, complete="files",
 )  # fmt: skip
 FORMAT = Option(
-    ("--format",), "format", VALUE, "human|json|github|junit|markdown.",
+    ("--format",), "format", VALUE, "The report's format.",
     metavar="FORMAT", env="FA_DOCTOR_FORMAT", default="human", check="report_format", complete="formats",
 )  # fmt: skip
 JSON = Option(("--json",), "json", FLAG, "Same as --format json: one JSON document.")
@@ -185,9 +185,10 @@ FIX = Command(
     (
         Option(("--unset-override",), "unset_override", FLAG,
                "Print shell code that unsets SGLANG_FLASHATTENTION_VERSION (for eval)."),
-        Option(("--set",), "set_value", VALUE, "Set it to N (2, 3 or 4).", metavar="N", check="override_value",
+        Option(("--set",), "set_value", VALUE, "Set it to N instead.", metavar="N", check="override_value",
                complete="override_values"),
-        Option(("--shell",), "shell", VALUE, "bash|zsh|sh|fish|powershell.", metavar="SHELL", check="shell",
+        Option(("--shell",), "shell", VALUE, "The shell the code is for (default: the calling one).", metavar="SHELL",
+               check="shell",
                complete="shells"),
         Option(("--env-file",), "env_files", MANY,
                "Also remove (or rewrite) the override's line in FILE (repeatable).", metavar="FILE", check="path",
