@@ -48,7 +48,9 @@ def test_short_flags_combine() -> None:
         (["check", "--timeout", "nan"], "--timeout"),
         (["check", "--format", "yaml"], "'yaml': one of human"),
         (["check", "stray"], "unexpected extra argument"),
-        (["chekc"], "No such command 'chekc'"),
+        (["chekc"], "No such command 'chekc'. (Possible commands: check)"),
+        (["--bogus", "check", "--json"], "No such option: --bogus"),  # before the command: not dropped
+        (["--json", "check"], "No such option: --json"),
         (["exec"], "Missing argument 'COMMAND'"),
         (["merge"], "Missing argument 'PATH...'"),
         (["fleet", "slurm"], "'slurm': one of ray"),

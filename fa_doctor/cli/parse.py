@@ -53,14 +53,14 @@ def parse(argv: Sequence[str], environ: Mapping[str, str], *, resilient: bool = 
     args = list(argv)
     root = Parsed(ROOT)
     at = _options(root, args, 0, stop_at_positional=True)
-    if root.help or at >= len(args) or any(root.values[o.dest] for o in ROOT.options):
+    if root.errors or root.help or at >= len(args) or any(root.values[o.dest] for o in ROOT.options):
         if at >= len(args) and not root.help and not any(root.values[o.dest] for o in ROOT.options):
             root.fail("Missing command.")  # `fa-doctor` alone: the help, on stderr, exit 2
         _finish(root, environ, resilient)
         return root
     command = COMMANDS.get(args[at])
     if command is None:
-        root.fail(f"No such command {args[at]!r}." + _suggest(args[at], list(COMMANDS)))
+        root.fail(f"No such command {args[at]!r}." + _suggest(args[at], list(COMMANDS), "commands"))
         _finish(root, environ, resilient)
         return root
     parsed = Parsed(command)
@@ -199,11 +199,11 @@ def _finish(parsed: Parsed, environ: Mapping[str, str], resilient: bool) -> None
         parsed.raise_first()
 
 
-def _suggest(word: str, choices: list[str]) -> str:
+def _suggest(word: str, choices: list[str], kind: str = "options") -> str:
     import difflib
 
     close = difflib.get_close_matches(word, choices, n=2)
-    return f" (Possible options: {', '.join(close)})" if close else ""
+    return f" (Possible {kind}: {', '.join(close)})" if close else ""
 
 
 def requested_format(argv: Sequence[str], environ: Mapping[str, str]) -> str:
