@@ -35,7 +35,7 @@ def check_options(p: Parsed, **changes: Any) -> Any:
         smoke_all=bool(v.get("smoke_all")),
         require_gpu=bool(v.get("require_gpu")),
         strict=bool(v.get("strict")),
-        timeout=v.get("timeout") or 300.0,
+        timeout=v["timeout"],  # every command that checks takes --timeout (spec.py holds its default)
         use_cache=not v.get("no_cache"),
         fresh=bool(v.get("fresh")),
         gpu_indices=parse_gpus(v.get("gpus")),

@@ -202,7 +202,7 @@ FIX = Command(
                "Also run repairs that replace torch (never taken otherwise)."),
         PYTHON, *LAUNCH, GPU_ARCH, FORMAT, JSON, VERBOSE, QUIET, STRICT, NO_SMOKE,
         Option(("--timeout",), "timeout", VALUE, "Seconds allowed per smoke-test child and per repair step.",
-               metavar="SECONDS", env="FA_DOCTOR_TIMEOUT", default=300.0, check="seconds"),
+               metavar="SECONDS", env="FA_DOCTOR_TIMEOUT", default=TIMEOUT.default, check="seconds"),
         NO_COLOR,
     ),
 )  # fmt: skip
