@@ -27,7 +27,7 @@ from explain_fit import ROOT, corpus
 
 sys.path.insert(0, str(ROOT))
 
-from fa_doctor.knowledge.learn import Prediction, ece, fit, in_sample, loro
+from explain_learn import Prediction, ece, fit, in_sample, loro
 
 
 def rates(preds: Sequence[Prediction]) -> dict[str, float]:

@@ -10,16 +10,15 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any, Union
 
-from fa_doctor.frozen import fields, frozen
 from fa_doctor.probes.environment import OVERRIDE
-from fa_doctor.regex import lazy
 
-_NAME = lazy(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Words fish and PowerShell leave alone; everything else is quoted. ASCII only: `\w` would admit any letter.
-_FISH_SAFE = lazy(r"[A-Za-z0-9_@+=:,./-]+\Z")
+_FISH_SAFE = re.compile(r"[A-Za-z0-9_@+=:,./-]+\Z")
 # pip reads a constraints file; the printed command streams the pins through stdin so it stays one line.
 CONSTRAINTS_STDIN = "/dev/stdin"
 
@@ -55,7 +54,7 @@ def _absolute(path: str, what: str) -> str:
     return os.path.normpath(path)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SetEnv:
     """Set a variable in the current shell (for the server started from it)."""
 
@@ -67,7 +66,7 @@ class SetEnv:
         _text(self.value, "value")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class UnsetEnv:
     name: str
 
@@ -75,7 +74,7 @@ class UnsetEnv:
         _name(self.name)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PipInstall:
     """`<python> -m pip install [options] [-c constraints] requirements`, every part explicit.
 
@@ -117,7 +116,7 @@ class PipInstall:
         return (self.python, "-m", "pip", "install", *self.options, *constraints, *self.requirements)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PipUninstall:
     python: str
     names: tuple[str, ...]
@@ -141,7 +140,7 @@ def backup_path(path: str) -> str:
     return os.path.normpath(path) + ".fa-doctor-backup"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class MovePath:
     """Move a stray folder or file aside to a named backup, never delete it.
 
@@ -180,7 +179,7 @@ def move_aside(path: str, root: str) -> MovePath:
     return MovePath(path, backup_path(path), root)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class RunCommand:
     """Any other command, as argv (`nvidia-smi`, `fa-doctor check`, `python -c ...`)."""
 
@@ -193,7 +192,7 @@ class RunCommand:
             _text(arg, "argument")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class EditFile:
     """Remove a variable's line from a file (`value` None) or rewrite it to `value`: done by `fa-doctor fix`."""
 
@@ -216,12 +215,12 @@ class EditFile:
 
 
 # A clone URL fa-doctor will hand to git: https only (no `ext::`, `file://`, `--upload-pack=`), no odd characters.
-_CLONE_URL = lazy(r"https://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~/+-]*\Z")
-_SUBDIR = lazy(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z")
+_CLONE_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~/+-]*\Z")
+_SUBDIR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z")
 CLONE_DIR = "src"  # the checkout's name inside the fresh temporary folder
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BuildFromClone:
     """Build and install `subdir` of a fresh shallow clone of `repo`, made in a temporary folder only this run
     owns (`mktemp -d`, mode 0700), with the working directory there: no file of the caller's directory (a
@@ -412,7 +411,7 @@ def to_dict(action: Action) -> dict[str, Any]:
     return out
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Invocation:
     """How `fix --apply` runs a command action: no shell, the pins on stdin, the extra variables merged."""
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from fa_doctor.frozen import field, frozen
 from fa_doctor.probes.distributions import DistributionScan
 from fa_doctor.probes.gpu import GpuFacts
 from fa_doctor.probes.sglang_source import SglangFacts
@@ -12,7 +12,7 @@ from fa_doctor.probes.target import TargetFacts
 from fa_doctor.probes.torch_build import TorchBuild
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class BackendFlags:
     """SGLang's --attention-backend / --prefill-attention-backend / --decode-attention-backend."""
 
@@ -25,7 +25,7 @@ class BackendFlags:
         return any((self.attention, self.prefill, self.decode))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Facts:
     target: TargetFacts
     gpus: GpuFacts

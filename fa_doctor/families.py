@@ -17,7 +17,6 @@ from fa_doctor.catalog.implementations import (
     Implementation,
 )
 from fa_doctor.catalog.names import GUARDED_TOP_LEVEL
-from fa_doctor.regex import lazy
 
 __all__ = [
     "BY_KEY",
@@ -48,9 +47,9 @@ def normalize(name: str) -> str:
 FA_DISTRIBUTIONS = frozenset(d for impl in IMPLEMENTATIONS for d in impl.distributions) - set(names.SERVERS)
 RELATED_DISTRIBUTIONS = frozenset(names.RELATED)
 # Unknown forks are caught by name shape, without opening every distribution's files.
-_INTERESTING = lazy(r"flash|attn|^fa\d|sgl|cutlass")
+_INTERESTING = re.compile(r"flash|attn|^fa\d|sgl|cutlass")
 # Substrings every interesting name contains: a cheap pre-filter before the sets and the regex.
-_CHEAP = lazy("fa|flash|attn|sgl|cutlass|torch|vllm|kernel|quack|tvm|transformers")
+_CHEAP = re.compile("fa|flash|attn|sgl|cutlass|torch|vllm|kernel|quack|tvm|transformers")
 _RUNTIME = frozenset(names.FA4_RUNTIME)
 _OWN_ROW = frozenset((names.SGLANG, names.VLLM, names.TORCH, names.KERNELS, names.TRANSFORMERS))
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor.actions import Action, RunCommand, SetEnv, UnsetEnv, render_all, to_dict
-from fa_doctor.frozen import field, frozen
 from fa_doctor.probes.environment import OVERRIDE
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ class Severity(str, Enum):
 _RANK = {Severity.OK: 0, Severity.INFO: 1, Severity.WARN: 2, Severity.FAIL: 3}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Remedy:
     """What to do, and how: typed `actions` (what `fa-doctor fix` runs), plus `commands` for text that is not
     an action (a flag to add to the launch command).
@@ -84,7 +84,7 @@ class Remedy:
         return out
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Finding:
     """A stable dotted id, a verdict, and what to do about it."""
 

@@ -38,8 +38,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-
-from fa_doctor.frozen import frozen
+from dataclasses import dataclass
 
 TOKEN_VAR = "FA_DOCTOR_RUN"
 _PROC = "/proc"
@@ -49,7 +48,7 @@ _LIVE: dict[int, Child] = {}  # pid -> child; plain dict operations are atomic, 
 _STARTING: dict[str, None] = {}  # tokens of children being started
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Completed:
     """What a bounded run produced. ``returncode`` is None when the child could not be reaped (it was killed
     at the deadline and is stuck in the kernel) or is negative for a signal, as in ``subprocess``."""

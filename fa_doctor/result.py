@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor.finding import Finding, Severity
-from fa_doctor.frozen import field, frozen
 
 if TYPE_CHECKING:
     from fa_doctor.actions import Action
@@ -38,7 +38,7 @@ EXIT_ERROR = 2  # misuse, or fa-doctor itself failed
 EXIT_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PackageRow:
     """One installed distribution of interest, with the FA family it belongs to."""
 
@@ -46,7 +46,7 @@ class PackageRow:
     family: str | None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class DeviceSmoke:
     """One smoke child's result on one GPU."""
 
@@ -54,7 +54,7 @@ class DeviceSmoke:
     result: SmokeResult
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SmokeSection:
     implementations: tuple[str, ...] = ()
     results: tuple[DeviceSmoke, ...] = ()
@@ -67,7 +67,7 @@ class SmokeSection:
     changed: tuple[str, ...] = ()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CheckPayload:
     """What `check` found, typed: renderers read fields, not dict keys."""
 
@@ -80,7 +80,7 @@ class CheckPayload:
     smoke: SmokeSection | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ExplainPayload:
     """What `explain` found: the ranked matches (the envelope's `matches`), and the target when one was read."""
 
@@ -89,7 +89,7 @@ class ExplainPayload:
     target: TargetFacts | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PlanStep:
     """One repair `fix` would run: the finding it answers, the remedy it comes from, the typed action."""
 
@@ -100,7 +100,7 @@ class PlanStep:
     command: str  # the action as a POSIX shell line
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FixPayload:
     mode: str  # "unset-override" | "plan" | "apply"
     dry_run: bool = False  # unset-override with --dry-run: nothing written, diffs shown
@@ -119,7 +119,7 @@ class CannotRun(Exception):
     """A command was given something it cannot work with (unreadable input, ...): exit code 2, no traceback."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Result:
     command: str
     findings: tuple[Finding, ...] = ()

@@ -9,24 +9,22 @@ from __future__ import annotations
 import os
 import re
 
-from fa_doctor.regex import lazy
-
-SECRET_NAME = lazy(
+SECRET_NAME = re.compile(
     r"token|secret|passw|api[_-]?key|access[_-]?key|credential|authorization|auth[_-]?token|private"
     r"|(?:^|[^a-z])(?:key|pass|pwd)(?:$|[^a-z])",
     re.IGNORECASE,
 )
 # scheme://user:password@host or scheme://token@host
-_URL_CREDENTIALS = lazy(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]+@")
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]+@")
 _PATH_CHAR = r"[\w.~+-]"
 # NAME=value, NAME = "value", $env:NAME = 'v', ${env:NAME}="v", "NAME=v w" (systemd): a value stops at the quote
 # that opened the word, else at the end of its own quotes, else at a blank.
-_ASSIGNED = lazy(
+_ASSIGNED = re.compile(
     r"""(?P<q>["']?)(?P<name>[A-Za-z_][\w.-]*)(?P<eq>\}?[ \t]*=[ \t]*)"""
     r"""(?P<val>"(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s"']*)"""
 )
-_FISH_SET = lazy(r"(?P<pre>\bset(?:[ \t]+-[-\w]+)*[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+)(?P<val>[^;#\n]*)")
-_PS_SET = lazy(
+_FISH_SET = re.compile(r"(?P<pre>\bset(?:[ \t]+-[-\w]+)*[ \t]+(?P<name>[A-Za-z_]\w*)[ \t]+)(?P<val>[^;#\n]*)")
+_PS_SET = re.compile(
     r"""(?i)(?P<pre>(?:\b(?:set-item|new-item|set-content|si|ni|sc)\b[^\n]*?env:[\\/]?(?P<name>[A-Za-z_]\w*)"""
     r"""['"]?[ \t]+(?:-value[ \t]+)?)|setenvironmentvariable\([ \t]*['"](?P<name2>[A-Za-z_]\w*)['"][ \t]*,[ \t]*)"""
     r"""(?P<val>'[^']*'?|"[^"]*"?|[^\s,)]*)"""

@@ -12,11 +12,6 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fa_doctor"
 # The floors of docs/architecture.md, lowest first. A module may import (at any depth, lazily included; typing-only
 # imports excepted) only modules of its own floor or of a floor below; the most specific prefix names the floor.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    (
-        "fa_doctor.frozen",
-        "fa_doctor.regex",
-        "fa_doctor.pep440",
-    ),  # the frozen-dataclass decorator and lazy patterns every floor uses
     ("fa_doctor.catalog",),  # ecosystem facts as data: imports nothing else of fa_doctor (but @frozen)
     (
         "fa_doctor.proc",
@@ -121,7 +116,7 @@ def test_catalog_imports_nothing_else() -> None:
                 i
                 for i in imports(path, False)
                 if i.startswith("fa_doctor")
-                and not i.startswith(("fa_doctor.catalog", "fa_doctor.frozen", "fa_doctor.regex", "fa_doctor.pep440"))
+                and not i.startswith("fa_doctor.catalog")
             }
             assert not own, f"{name} imports {sorted(own)}"
 

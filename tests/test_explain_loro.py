@@ -14,12 +14,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 import explain_fit  # noqa: E402
 import explain_loro  # noqa: E402
 
 from fa_doctor.knowledge import explain  # noqa: E402
-from fa_doctor.knowledge.learn import Corpus, ece, fit, in_sample, loro, probabilities, repository  # noqa: E402
+from explain_learn import Corpus, ece, fit, in_sample, loro, probabilities, repository  # noqa: E402
 from fa_doctor.knowledge.model import from_json, stored, to_json  # noqa: E402
 
 

@@ -55,11 +55,10 @@ def known(name: str) -> bool:
 
 def exists(name: str, version: str) -> bool:
     """Whether `name==version` (local label ignored) is a non-yanked release on the index."""
-    from fa_doctor.pep440 import same
-
     public = version.split("+", 1)[0]
     found = versions(name)
-    return public in found or any(same(v, public) for v in found)  # the same text is the same version
+    wanted = _version(public)
+    return public in found or (wanted is not None and any(_version(v) == wanted for v in found))
 
 
 def prerelease_only(name: str) -> bool:

@@ -7,11 +7,12 @@ hopper/setup.py and flash_attn/cute (4.0.0b36 ships flash_fwd_sm90/sm100/sm120.p
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fa_doctor.catalog import names
-from fa_doctor.frozen import frozen
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Implementation:
     """One way of getting an FA version into a process."""
 

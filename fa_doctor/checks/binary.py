@@ -7,6 +7,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from fa_doctor.actions import RunCommand
@@ -15,24 +16,22 @@ from fa_doctor.checks import remedies
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.frozen import field, frozen, mutable, replace
 from fa_doctor.lines import Lines
 from fa_doctor.plan.intents import Rebuild
 from fa_doctor.probes.extensions import Extension, find_extensions, find_library, library_dirs, torch_libraries
-from fa_doctor.regex import lazy
 
 if TYPE_CHECKING:  # the ELF and fatbin readers load only when there is a compiled extension to read
     from fa_doctor.probes.elf import ElfInfo
     from fa_doctor.probes.fatbin import Arch, FatbinInfo
 
 BUDGET_SECONDS = 5.0
-_ARCH = lazy(r"(?:sm_|compute_)?(\d{2,3})([af]?)")
-_DOTTED = lazy(r"(\d{1,2})\.(\d)")
+_ARCH = re.compile(r"(?:sm_|compute_)?(\d{2,3})([af]?)")
+_DOTTED = re.compile(r"(\d{1,2})\.(\d)")
 _MAX_ARCHS = 64
 # Mangled names in namespaces c10, at, torch (also vtables/typeinfo, const methods), and the C shims of the
 # LibTorch stable ABI: all exported by torch/lib. Driver symbols (cuGreenCtxDestroy...) are not torch's.
-_TORCH_SYMBOL = lazy(r"_Z(?:T[VIS])?N[rVK]*(?:3c10|2at|5torch)|aoti_torch_|torch_")
-_RUNTIME = lazy(r"lib(cudart|nvrtc|cublas|cublasLt)\.so\.(\d+)$")
+_TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVK]*(?:3c10|2at|5torch)|aoti_torch_|torch_")
+_RUNTIME = re.compile(r"lib(cudart|nvrtc|cublas|cublasLt)\.so\.(\d+)$")
 _SHOWN = 5
 
 
@@ -67,7 +66,7 @@ def _capability(arch: str) -> tuple[int, int]:
     return number // 10, number % 10
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Target:
     label: str  # "GPU 0 (NVIDIA H200)" or "--gpu-arch sm_100"
     capability: tuple[int, int]
@@ -102,7 +101,7 @@ def _listing(fb: FatbinInfo) -> str:
     return f"{cubins}; {ptx}"
 
 
-@mutable
+@dataclass(slots=True)
 class _Served:
     """What one extension can run on, for the binary.archs summary."""
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 
 from fa_doctor.actions import RunCommand, SetEnv
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.frozen import replace
 from fa_doctor.probes.gpu import GpuDevice
 
 

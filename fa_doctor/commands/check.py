@@ -7,13 +7,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fa_doctor.commands.options import CheckOptions
 from fa_doctor.contain import Deadline, bounded, contained, crash_finding, probe_failed
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding
-from fa_doctor.frozen import frozen
 from fa_doctor.result import CheckPayload, PackageRow, Result
 
 if TYPE_CHECKING:  # the probes load lazily, in gather()
@@ -28,7 +28,7 @@ Progress = Callable[[str], None]
 _TORCH_PROBE_SECONDS = 60
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Installed:
     scan: DistributionScan
     torch: TorchBuild | None

@@ -14,12 +14,12 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from fa_doctor.commands.launch import Launch, parse_launch, shebang
 from fa_doctor.commands.options import CheckOptions
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.frozen import frozen, replace
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.result import Result
 
@@ -31,7 +31,7 @@ EXIT_NOT_EXECUTABLE = 126  # and one it cannot run (a missing #! interpreter: "b
 UNKNOWN_ID = "exec.python_unknown"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ExecOptions:
     check: CheckOptions
     command: tuple[str, ...]

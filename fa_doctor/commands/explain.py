@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.frozen import frozen
 from fa_doctor.lines import Lines
 from fa_doctor.result import CannotRun, ExplainPayload, Result
 
@@ -31,7 +31,7 @@ class InputError(CannotRun):
     """The text to explain cannot be read."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ExplainOptions:
     text: str | None = None  # the paste itself; "-" reads standard input
     file: str | None = None

@@ -12,11 +12,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from fa_doctor.commands.options import CheckOptions
 from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.frozen import field, frozen, replace
 from fa_doctor.result import FixPayload, PlanStep, Result
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ Progress = Callable[[str], None]
 Confirm = Callable[[tuple[PlanStep, ...]], bool]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class OverrideOptions:
     shell: str | None = None  # detected when None
     set_value: int | None = None
@@ -38,7 +38,7 @@ class OverrideOptions:
     env: Mapping[str, str] | None = None
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FixOptions:
     check: CheckOptions = field(default_factory=CheckOptions)
     apply: bool = False

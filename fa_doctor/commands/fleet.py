@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from fa_doctor.frozen import frozen
 from fa_doctor.result import Result
 
 ENGINES = ("ray",)
 Progress = Callable[[str], None]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FleetOptions:
     engine: str
     address: str | None = None

@@ -15,9 +15,9 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from fa_doctor.facts import BackendFlags
-from fa_doctor.frozen import field, frozen, mutable, replace
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?t?)?$")
 _SGLANG_MODULES = ("sglang.launch_server", "sglang.cli.serve")
@@ -37,7 +37,7 @@ _ENV_LONG_SIGNALS = ("--default-signal", "--ignore-signal", "--block-signal")
 _S_ESCAPES = {"n": "\n", "t": "\t", "f": "\f", "v": "\v", "r": "\r", "#": "#", "$": "$", '"': '"', "'": "'"}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Launch:
     argv: tuple[str, ...]
     python: str | None = None  # the interpreter the command runs with, when it can be told
@@ -47,7 +47,7 @@ class Launch:
     problem: str | None = None  # why the interpreter could not be told
 
 
-@mutable
+@dataclass(slots=True)
 class _State:
     env: dict[str, str]
     cwd: str

@@ -3,9 +3,8 @@ between probes and checks. Nothing here produces a finding."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from fa_doctor.frozen import frozen
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
     from fa_doctor.probes.modules import ModuleSpot
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Derived:
     states: dict[str, ImplState]  # implementation key -> installed / importable / usable, with every reason
     pinned: int | None  # the FA version SGLANG_FLASHATTENTION_VERSION pins (None: unset or invalid)

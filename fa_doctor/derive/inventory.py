@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from fa_doctor.catalog import ecosystem, names
 from fa_doctor.facts import Facts
 from fa_doctor.families import FA2, FA3, FA3_SGL, FA4, FA4_SGLANG, IMPLEMENTATIONS, VLLM_FA, Implementation, normalize
-from fa_doctor.frozen import frozen
 from fa_doctor.probes.distributions import Distribution
 from fa_doctor.probes.modules import ModuleSpot, by_stem, resolve
 
 _MAX_LISTED = 5
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ImplState:
     impl: Implementation
     dist: Distribution | None
@@ -91,20 +91,23 @@ def marker_env(facts: Facts) -> dict[str, str]:
         "platform_system": "Linux",
         "platform_machine": facts.target.machine,
         "implementation_name": facts.target.implementation,
+        "implementation_version": f"{major}.{minor}.{micro}",
+        "platform_python_implementation": {"cpython": "CPython", "pypy": "PyPy"}.get(facts.target.implementation, ""),
+        "os_name": "posix",
         "extra": "",
     }
 
 
 def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | None = None) -> list[tuple[str, str]]:
     """(requirement, what is installed) for each runtime requirement that is not satisfied."""
-    from fa_doctor import pep440, requirements
+    from fa_doctor import requirements
 
     wanted = {normalize(n) for n in only} if only is not None else None
     env = marker_env(facts)
     out: list[tuple[str, str]] = []
     for text in dist.requires:
         req = requirements.parse(text)
-        if req is None or (req.marker is not None and requirements.marker_applies(req.marker, env) is not True):
+        if req is None or requirements.applies(req, env) is not True:
             continue  # unreadable, or not for this environment (extras included): say nothing
         name = normalize(req.name)
         if wanted is not None and name not in wanted:
@@ -113,7 +116,7 @@ def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | N
         if have is None:
             out.append((str(req), "not installed"))
             continue
-        if pep440.contains(req.specifier, have) is False:  # None: not a version or specifier, say nothing
+        if requirements.contains(req.specifier, have) is False:  # None: not a version or specifier, say nothing
             out.append((str(req), f"{name} {have}"))
     return out
 

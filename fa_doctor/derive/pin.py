@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from fa_doctor.probes.environment import OVERRIDE
-from fa_doctor.regex import lazy
 
 VALID = (2, 3, 4)
 # ASCII digits only: int() would accept " 3", "３" (full-width) and "3_0".
-_STRICT = lazy(r"[234]")
+_STRICT = re.compile(r"[234]")
 
 
 def parse_override(raw: str | None) -> int | None:

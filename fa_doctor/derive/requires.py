@@ -12,9 +12,8 @@ from fa_doctor.catalog import names
 from fa_doctor.facts import Facts
 from fa_doctor.families import normalize
 from fa_doctor.probes.distributions import Distribution
-from fa_doctor.regex import lazy
 
-_NAME = lazy(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?\Z")
+_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,98}[A-Za-z0-9])?\Z")
 
 
 def version_of(text: str | None) -> str | None:
@@ -32,20 +31,13 @@ def version_of(text: str | None) -> str | None:
 
 def requirement(text: str) -> str | None:
     """`name[extras]<specifier>` from a Requires-Dist line, if every part is well formed; markers dropped."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     from fa_doctor import requirements
 
-    req = requirements.parse(text)
-    if req is None or not _NAME.match(req.name) or len(text) > 512:
+    req = requirements.parse(text) if len(text) <= 512 else None
+    if req is None or not _NAME.match(req.name):
         return None
-    try:
-        spec = str(SpecifierSet(req.specifier))
-    except InvalidSpecifier:
-        return None
-    extras = re.match(r"^\s*[A-Za-z0-9._-]+\s*(\[[A-Za-z0-9_.,\s-]*\])?", text)
-    extra = (extras.group(1) or "").replace(" ", "") if extras else ""
-    return req.name + extra + spec
+    extra = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    return req.name + extra + str(req.specifier)
 
 
 def name_of(spec: str) -> str:
@@ -60,7 +52,7 @@ def applies(facts: Facts, text: str) -> bool:
     req = requirements.parse(text)
     if req is None:
         return False
-    return req.marker is None or requirements.marker_applies(req.marker, marker_env(facts)) is True
+    return requirements.applies(req, marker_env(facts)) is True
 
 
 def requires(facts: Facts, dist: Distribution, name: str) -> str | None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from fa_doctor.catalog import names
 from fa_doctor.derive.inventory import ImplState
 from fa_doctor.facts import Facts
-from fa_doctor.frozen import frozen
-from fa_doctor.regex import lazy
 
 FA_BACKENDS = {"fa3": 3, "fa4": 4}
 # ATTENTION_BACKEND_CHOICES of SGLang 0.5.23 (python/sglang/srt/arg_groups/choices.py, the wheel's file matches
@@ -20,10 +21,10 @@ SGLANG_0_5_23_BACKENDS = frozenset(
     }
 )  # fmt: skip
 # FlashAttention-looking names: the hint is fa3/fa4, not the nearest spelling (flash_attn is not minicpm_flashattn).
-_FA_LIKE = lazy(r"^(fa[\W_]?\d*|flash[\W_]?attn[\w-]*|flash[\W_]?attention[\w-]*)$")
+_FA_LIKE = re.compile(r"^(fa[\W_]?\d*|flash[\W_]?attn[\w-]*|flash[\W_]?attention[\w-]*)$")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class PhaseChoice:
     phase: str  # "prefill" | "decode"
     backend: str | None  # SGLang backend name, or None without SGLang
@@ -45,7 +46,7 @@ class PhaseChoice:
         }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Selection:
     prefill: PhaseChoice
     decode: PhaseChoice

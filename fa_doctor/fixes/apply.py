@@ -22,6 +22,7 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 
 from fa_doctor import interrupt
 from fa_doctor.actions import (
@@ -36,12 +37,11 @@ from fa_doctor.actions import (
 from fa_doctor.fixes import journal as J
 from fa_doctor.fixes.proofs import Inventory, Refused
 from fa_doctor.fixes.run_steps import Failed, Runner
-from fa_doctor.frozen import frozen
 
 Progress = Callable[[str], None]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Step:
     """One action and what became of it. `output` is the tail of what the command printed."""
 
@@ -57,7 +57,7 @@ class Step:
     undo: str = ""  # how to put it back by hand
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ApplyResult:
     ran: tuple[Step, ...]  # completed and still in effect, in order
     failed: Step | None  # the step that stopped the run (failed, or refused before anything ran)
@@ -223,7 +223,7 @@ def _ended(
     skipped: Sequence[Step] = (),
 ) -> ApplyResult:
     """A step failed or a signal came: undo the journal, newest first, and say what remains."""
-    from fa_doctor.frozen import replace
+    from dataclasses import replace
 
     results, late = _rollback(runner.book)
     signum = signum if signum is not None else late

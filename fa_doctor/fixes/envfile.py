@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import difflib
 import os
+from dataclasses import dataclass
 
 from fa_doctor.derive.pin import VALID
 from fa_doctor.fixes import envfile_io
 from fa_doctor.fixes.dialects import Plan, Unsafe, apply, assigns_somewhere, detect, line_of, planner
-from fa_doctor.frozen import frozen
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.scrub import hide_secret_values
 
@@ -24,7 +24,7 @@ MAX_BYTES = envfile_io.MAX_BYTES
 _LAST_NOTE = "Files take effect in new shells and services; the running shell keeps its value."
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class EditResult:
     """What edit() did. `changed` with `dry_run` means "would change"; `error` set means nothing was written."""
 

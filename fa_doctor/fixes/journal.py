@@ -14,15 +14,15 @@ even after a SIGKILL the state can be read and put back by hand.
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
-from fa_doctor.frozen import field, mutable
-from fa_doctor.probes import metadata
 from fa_doctor.probes.files import read
 
 _RECORD_BYTES = 32 << 20
@@ -40,11 +40,14 @@ def record_files(location: str, metadata_dir: str) -> list[str]:
         raise SnapshotError(
             f"{metadata_dir} has no readable RECORD: its files are unknown, so it could not be put back"
         )
-    out = [os.path.normpath(os.path.join(location, p)) for p in metadata.record_paths(text)]
-    return list(dict.fromkeys(out))
+    try:  # the first column, as importlib.metadata reads RECORD
+        paths = [row[0] for row in csv.reader(text.splitlines()) if row and row[0]]
+    except csv.Error as exc:
+        raise SnapshotError(f"{metadata_dir}/RECORD cannot be read ({exc}): it could not be put back") from None
+    return list(dict.fromkeys(os.path.normpath(os.path.join(location, p)) for p in paths))
 
 
-@mutable
+@dataclass(slots=True)
 class Snapshot:
     """Saved copies of one distribution's files: (original path, saved path)."""
 
@@ -129,7 +132,7 @@ def restore(snap: Snapshot, wrote: Iterable[str] = ()) -> None:
     discard(snap)
 
 
-@mutable
+@dataclass(slots=True)
 class Entry:
     step: int
     did: str  # what changed, in words

@@ -18,11 +18,11 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from fa_doctor.actions import CONSTRAINTS_STDIN, BuildFromClone, MovePath, PipInstall, PipUninstall
 from fa_doctor.catalog import names
 from fa_doctor.families import normalize
-from fa_doctor.frozen import field, frozen, mutable
 from fa_doctor.probes.distributions import Distribution
 
 # pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
@@ -42,7 +42,7 @@ class Refused(Exception):
     """The step cannot be proven safe; nothing was changed."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Inventory:
     """The target's distributions, read from its search path just before the proofs."""
 
@@ -79,7 +79,7 @@ def read_inventory(sys_path: Sequence[str]) -> Inventory:
     return Inventory({k: tuple(v) for k, v in copies.items()}, frozenset(protected))
 
 
-@mutable
+@dataclass(slots=True)
 class InstallProof:
     """What pip said it would do, and what that replaces."""
 

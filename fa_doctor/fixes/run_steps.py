@@ -7,13 +7,13 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from fa_doctor import proc
 from fa_doctor.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall
 from fa_doctor.fixes import children, proofs
 from fa_doctor.fixes import journal as J
 from fa_doctor.fixes.proofs import NETWORK, Inventory, Refused
-from fa_doctor.frozen import field, mutable
 from fa_doctor.probes.distributions import Distribution
 
 _TAIL = 4000
@@ -31,7 +31,7 @@ class Failed(Exception):
         self.output = output
 
 
-@mutable
+@dataclass(slots=True)
 class Proof:
     install: proofs.InstallProof | None = None
     uninstall: list[Distribution] = field(default_factory=list)

@@ -16,18 +16,18 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fa_doctor.fleet.model import Unreachable
 from fa_doctor.fleet.read import REPORT_LIMIT
-from fa_doctor.frozen import frozen
 
 _STDERR_TAIL = 600
 _CONNECT_SECONDS = 10
 _MARGIN = 5.0  # seconds between the child's own deadline and the driver's: the answer still travels back
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Answer:
     node: str  # "HOST (ray:ID12)"
     node_id: str

@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import astuple, dataclass
 
 from fa_doctor.finding import Remedy, Severity
 from fa_doctor.fleet.model import (
@@ -26,7 +27,6 @@ from fa_doctor.fleet.model import (
 )
 from fa_doctor.fleet.node import NodeReport, Seen, judge
 from fa_doctor.fleet.read import Document
-from fa_doctor.frozen import astuple, mutable
 
 NODE_ERROR = "fleet.node_error"  # a node whose fa-doctor could not check it: its report has an error, no findings
 OUTLIER_MIN_GROUP = 3  # with two nodes that differ, neither is the odd one
@@ -36,7 +36,7 @@ _STATUS = {"ok": Severity.OK, "warn": Severity.WARN, "fail": Severity.FAIL}
 _ERROR_REMEDY = Remedy("Run `fa-doctor check` on the node by hand: its error says what stopped it (the node's line).")
 
 
-@mutable
+@dataclass(slots=True)
 class _Node:
     source: str
     host: str | None
@@ -49,7 +49,7 @@ class _Node:
     name: str = ""
 
 
-@mutable
+@dataclass(slots=True)
 class _Agg:
     severity: Severity
     title: str

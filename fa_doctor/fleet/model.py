@@ -6,14 +6,14 @@ Every string in it came from a node's report and is hostile: the render boundary
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from fa_doctor.finding import Remedy, Severity
-from fa_doctor.frozen import field, frozen
 
 FLEET_SCHEMA = "fa-doctor.fleet/1"
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Install:
     """What a fingerprint is made of: the same values on two nodes mean the same install on the same hardware
     model, so a different result between them is the node's, not the image's."""
@@ -27,7 +27,7 @@ class Install:
     tool: str | None = None  # the fa-doctor version that judged it: another version may judge differently
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class NodeResult:
     """One node's verdict, as the fleet report lists it (one JUnit test case per node)."""
 
@@ -41,14 +41,14 @@ class NodeResult:
     gpus: int = 0
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class GroupFinding:
     id: str
     severity: Severity
     nodes: int  # how many of the group's nodes have it
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Group:
     fingerprint: str
     install: Install
@@ -58,7 +58,7 @@ class Group:
     findings: tuple[GroupFinding, ...] = ()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FleetFinding:
     """One non-ok finding id across the fleet, its remedies once.
 
@@ -75,14 +75,14 @@ class FleetFinding:
     variants: int = 1  # distinct remedies seen (the first few are kept)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Outlier:
     node: str
     group: str
     why: tuple[str, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Refused:
     """A report that was read but not merged (other schema, truncated, not a node report), and why."""
 
@@ -90,7 +90,7 @@ class Refused:
     why: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Unreachable:
     """A node the engine knows but that gave no report in time."""
 
@@ -98,7 +98,7 @@ class Unreachable:
     why: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FleetPayload:
     nodes: tuple[NodeResult, ...] = ()
     groups: tuple[Group, ...] = ()

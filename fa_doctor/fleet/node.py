@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fa_doctor import __version__
 from fa_doctor.finding import Remedy, Severity
 from fa_doctor.fleet.model import FLEET_SCHEMA, Install, Refused
-from fa_doctor.frozen import frozen
 from fa_doctor.probes.host import HostFacts
 from fa_doctor.result import SCHEMA
 
@@ -27,7 +27,7 @@ _MAX_ITEMS = 64  # packages, GPUs, remedies, commands
 _SHORT, _TEXT = 200, 2000
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Seen:
     """A non-ok finding of one node: its title and remedies are kept only until the fleet has them once."""
 
@@ -37,7 +37,7 @@ class Seen:
     remedies: tuple[Remedy, ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class NodeReport:
     source: str
     host: str | None  # None: a report written before reports said where they ran

@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
 from fa_doctor.finding import Remedy
-from fa_doctor.frozen import field, frozen
 from fa_doctor.knowledge.problem import CAUSES
 from fa_doctor.plan.intents import Intent
 
@@ -50,7 +50,7 @@ class KnowledgeError(ValueError):
     """errors.json is malformed (a packaging or editing bug, caught by the tests)."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Pattern:
     """One way a failure mode shows in a paste.
 
@@ -70,7 +70,7 @@ class Pattern:
     label: str = ""  # what fa_doctor.smoke.classify calls this text (its evidence "matched"), when it names it
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Entry:
     id: str
     category: str
@@ -85,7 +85,7 @@ class Entry:
     reinstall: str = ""  # implementation key for facts-dependent commands (checks.remedies.reinstall)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Match:
     """One ranked explanation of a paste."""
 

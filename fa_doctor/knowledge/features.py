@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fa_doctor.frozen import frozen
+from dataclasses import dataclass
+
 from fa_doctor.knowledge.base import load
 from fa_doctor.knowledge.evidence import evidence, relevant, tokens
 from fa_doctor.knowledge.match import Hit, lower, match
@@ -13,7 +14,7 @@ _ALL_HITS = 1_000  # every entry that matches (the model weighs them all)
 _EV_HEAD, _EV_TAIL = 8_000, 32_000
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Features:
     hits: tuple[Hit, ...]  # entries whose patterns match, best first
     found: dict[str, str]  # extract()'s variable parts

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from fa_doctor.frozen import frozen
 from fa_doctor.knowledge.base import Entry, Pattern
 from fa_doctor.knowledge.extract import GROUP_KEYS, demangle, extract
 
@@ -92,7 +92,7 @@ def lower(flat: str) -> str:
     return "".join(c if len(c.lower()) != 1 else c.lower() for c in flat)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Hit:
     entry: Entry
     score: float

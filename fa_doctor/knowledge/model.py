@@ -19,11 +19,11 @@ import bisect
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from fa_doctor.frozen import field, frozen
 from fa_doctor.knowledge.evidence import HINT_DOCS, HINTS
 
 SMOOTHING = 1.0  # pseudo-reports spread evenly over the categories, per feature
@@ -31,7 +31,7 @@ SHOWN_MIN = 0.05  # after the first three, a category is listed when its confide
 FLOOR, CEILING = 0.01, 0.99  # a confidence is never 0 or 1
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Model:
     categories: tuple[str, ...]
     docs: Mapping[str, int]  # training reports per category
@@ -92,7 +92,7 @@ class Model:
         return min(CEILING, max(FLOOR, rate))
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Ranked:
     category: str
     probability: float

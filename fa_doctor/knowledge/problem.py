@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
-
-from fa_doctor.frozen import field, frozen
 
 CAUSES = (
     "torch_abi",
@@ -22,7 +21,7 @@ CAUSES = (
 )
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ImportProblem:
     """A classified import- or call-time error."""
 

@@ -13,10 +13,10 @@ calibration was not measured on (the report says so).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fa_doctor.finding import Finding, Severity
-from fa_doctor.frozen import frozen
 
 if TYPE_CHECKING:
     from fa_doctor.facts import Facts
@@ -38,7 +38,7 @@ _CONFIRMED_BY: dict[str, tuple[str, ...]] = {
 }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Verdict:
     state: str  # CONFIRMED or RULED_OUT
     reason: str

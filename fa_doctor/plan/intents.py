@@ -7,12 +7,11 @@ planner, run once after every check, chooses versions, constraints and options f
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Union
 
-from fa_doctor.frozen import frozen
 
-
-@frozen
+@dataclass(frozen=True, slots=True)
 class Install:
     """Install (or reinstall) one FA implementation (`fa2`, `fa3-sgl`, `fa3`, `fa4`, `fa4-sglang`, `vllm-fa`);
     `first` keeps only the planner's preferred way."""
@@ -21,7 +20,7 @@ class Install:
     first: bool = False
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ReinstallSame:
     """These exact `name==version` again, without touching anything they depend on."""
 
@@ -29,7 +28,7 @@ class ReinstallSame:
     text: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Rebuild:
     """Rebuild a source-only package against the installed torch (pip's wheel cache must not be reused)."""
 
@@ -39,7 +38,7 @@ class Rebuild:
     from_source: bool = False  # compile here: never a prebuilt wheel (`--no-binary NAME`)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Satisfy:
     """What `requirer` declares and lacks: (requirement line, what is installed or "not installed")."""
 
@@ -47,19 +46,19 @@ class Satisfy:
     unmet: tuple[tuple[str, str], ...]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class InstallTorch:
     """torch is missing: install what the server and the FA packages declare."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CudaTorch:
     """torch is a CPU build: the CUDA build of the same release, for this GPU and driver."""
 
     version: str
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ReinstallOwners:
     """Two distributions own the same files: reinstall so the right copy is the one left on disk."""
 

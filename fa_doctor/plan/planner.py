@@ -14,13 +14,13 @@ that would plan one.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from fa_doctor.actions import RunCommand
 from fa_doctor.catalog import ecosystem, names
 from fa_doctor.derive.requires import exact_pin, installed, name_of, public, requirement
 from fa_doctor.facts import Facts
 from fa_doctor.finding import Finding, Remedy
-from fa_doctor.frozen import replace
 from fa_doctor.plan import intents as I
 from fa_doctor.plan import recipes
 from fa_doctor.plan.constraints import Unheld, keep_except, pip_install, reinstall_same

@@ -12,9 +12,8 @@ import stat
 import struct
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TypeVar
-
-from fa_doctor.frozen import field, frozen, mutable
 
 T = TypeVar("T")
 
@@ -56,7 +55,7 @@ def open_regular(path: str) -> int:
     return fd
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Section:
     name: str
     type: int
@@ -69,14 +68,14 @@ class Section:
         return self.offset + (0 if self.type == SHT_NOBITS else self.size)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Symbol:
     name: str
     version: str | None  # e.g. GLIBC_2.34 for a versioned undefined symbol
     weak: bool
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ElfInfo:
     path: str
     size: int = 0
@@ -98,7 +97,7 @@ class ElfInfo:
         return sorted({v for _, versions in self.version_needs for v in versions if v.startswith(prefix)})
 
 
-@mutable
+@dataclass(slots=True)
 class _Reader:
     fd: int
     size: int
@@ -343,7 +342,7 @@ def _read(r: _Reader, path: str, symbols: bool) -> ElfInfo:
     )
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Exports:
     """Which of the asked-for names a library defines (exports) in its dynamic symbol table."""
 

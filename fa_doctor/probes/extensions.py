@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
-from fa_doctor.frozen import frozen
 from fa_doctor.probes.distributions import Distribution
 from fa_doctor.probes.modules import resolve
 
@@ -36,7 +36,7 @@ _MAX_PER_IMPL = 16
 _MAX_LIBRARIES = 64
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Extension:
     impl: str  # implementation key: fa2, fa3, fa3-sgl, vllm-fa
     dist: str  # "<distribution> <version>"

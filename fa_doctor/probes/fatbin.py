@@ -13,9 +13,9 @@ import struct
 import time
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from fa_doctor.frozen import field, frozen
 from fa_doctor.probes.elf import ElfInfo, open_regular
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -36,7 +36,7 @@ MAX_ENTRY_HEADER = 4096
 _MAX_PADDING = 4096  # zero bytes tolerated between two containers
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Arch:
     """One compilation target, as nvcc spells it: sm_90a (cubin) or compute_80 (PTX)."""
 
@@ -67,7 +67,7 @@ class Arch:
         return capability[0] == own[0] and capability[1] >= own[1]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FatbinInfo:
     path: str
     present: bool  # has an .nv_fatbin section at all

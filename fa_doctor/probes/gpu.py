@@ -11,19 +11,19 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import re
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from glob import glob
 from itertools import takewhile
 from typing import Any, TypeVar
 
 from fa_doctor import proc
-from fa_doctor.frozen import asdict, frozen, replace
 from fa_doctor.probes.files import read_text
-from fa_doctor.regex import lazy
 
 _T = TypeVar("_T")
 
@@ -32,13 +32,13 @@ _PROC_VERSION = "/proc/driver/nvidia/version"
 _TORCH_MIN_TIMEOUT = 60.0
 _SMI_FIELDS = ("index", "uuid", "name", "compute_cap", "memory.total", "driver_version")
 _NA = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]"}
-_ORDINAL = lazy(r"[+-]?[0-9]+")
-_ASCII_INT = lazy(r"[0-9]{1,9}")  # str.isdigit() also takes "²", which int() refuses
-_CAPABILITY = lazy(r"([0-9]{1,3})\.([0-9]{1,3})")
+_ORDINAL = re.compile(r"[+-]?[0-9]+")
+_ASCII_INT = re.compile(r"[0-9]{1,9}")  # str.isdigit() also takes "²", which int() refuses
+_CAPABILITY = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})")
 _MAX_OUTPUT = 1 << 20
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class GpuDevice:
     """One GPU; ``physical_index`` is -1 when only torch saw it and the mapping is unknowable."""
 
@@ -61,7 +61,7 @@ class GpuDevice:
         return out
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class GpuFacts:
     source: str
     devices: tuple[GpuDevice, ...]
@@ -241,17 +241,8 @@ def _parse_smi(stdout: str, with_cap: bool) -> tuple[list[GpuDevice], str | None
     return devices, driver
 
 
-def _which(name: str, path: str) -> str | None:
-    """shutil.which for one plain name, without importing shutil (and its compression modules) on every run."""
-    for folder in path.split(os.pathsep):
-        candidate = os.path.join(folder or ".", name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
 def _probe_smi(env: Mapping[str, str], timeout: float) -> tuple[list[GpuDevice], str | None] | str:
-    exe = _which("nvidia-smi", env.get("PATH", os.defpath))
+    exe = shutil.which("nvidia-smi", path=env.get("PATH", os.defpath))
     if exe is None:
         return "not on PATH"
     fields = list(_SMI_FIELDS)

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-
-from fa_doctor.frozen import frozen
+from dataclasses import dataclass
 
 RAY_NODE_VAR = "FA_DOCTOR_RAY_NODE_ID"
 K8S_VARS = {"k8s_node": "NODE_NAME", "k8s_pod": "POD_NAME", "k8s_namespace": "POD_NAMESPACE"}
 _MAX = 253  # a DNS name's length: nothing a scheduler names is longer; a longer value is cut
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class HostFacts:
     name: str
     slurm_job_id: str | None = None

@@ -11,16 +11,16 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
-from fa_doctor.frozen import frozen
 from fa_doctor.probes.files import is_regular, read
 
 # extend_path is called near the top of an __init__.py; the rest is not read.
 _INIT_BYTES = 65536
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class ModuleSpot:
     name: str
     kind: str  # "package" | "module" | "extension" | "namespace" | "missing"

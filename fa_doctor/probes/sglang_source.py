@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
-from fa_doctor.frozen import frozen
 from fa_doctor.probes import files
 from fa_doctor.probes.distributions import Distribution
-from fa_doctor.regex import lazy
 
 BACKEND = "sglang/srt/layers/attention/flashattention_backend.py"
 # Where an env var read by SGLang would be declared or consulted.
@@ -24,14 +23,14 @@ _FA4_HOMES = (
     ("sglang/kernels/ops/attention/flash_attn/cute/interface.py", "sglang.kernels.ops.attention.flash_attn.cute", True),
     ("sglang/jit_kernel/flash_attn/cute/interface.py", "sglang.jit_kernel.flash_attn.cute", True),
 )
-_VERSION_TEST = lazy(r"fa_impl_ver\s*==\s*(\d+)")
+_VERSION_TEST = re.compile(r"fa_impl_ver\s*==\s*(\d+)")
 # argparse's `choices` for --attention-backend; the list moved out of server_args.py in 2026.
 _CHOICES_FILES = ("sglang/srt/arg_groups/choices.py", "sglang/srt/server_args.py")
-_CHOICES_START = lazy(r"^ATTENTION_BACKEND_CHOICES\s*=\s*\[", re.MULTILINE)
-_QUOTED = lazy(r"""["']([A-Za-z0-9_.-]{1,64})["']""")
+_CHOICES_START = re.compile(r"^ATTENTION_BACKEND_CHOICES\s*=\s*\[", re.MULTILINE)
+_QUOTED = re.compile(r"""["']([A-Za-z0-9_.-]{1,64})["']""")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SglangFacts:
     version: str
     location: str

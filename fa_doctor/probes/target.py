@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
+from dataclasses import dataclass
 
 from fa_doctor import proc
-from fa_doctor.frozen import frozen
 
 _MARK = "FA-DOCTOR-TARGET "
 _MAX_OUTPUT = 4 << 20  # a sys.path of thousands of entries still fits
@@ -56,7 +56,7 @@ class TargetError(Exception):
     """The interpreter to inspect cannot be run; the CLI turns this into exit code 2."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TargetFacts:
     python: str  # path as given (or fa-doctor's own interpreter)
     executable: str

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 
-from fa_doctor.frozen import asdict, frozen
 from fa_doctor.probes.files import open_regular, read
-from fa_doctor.regex import lazy
 
 _FIELDS = ("__version__", "cuda", "hip")
 # version.py is a few hundred bytes; anything far larger is not torch's and not worth parsing.
 _MAX_VERSION_PY = 1 << 20
-_CMAKE_ABI = lazy(rb"-D_GLIBCXX_USE_CXX11_ABI=([01])")
+_CMAKE_ABI = re.compile(rb"-D_GLIBCXX_USE_CXX11_ABI=([01])")
 # Mangled names of the new-ABI std::string/list live in namespace std::__cxx11; the old ABI has none.
 _CXX11_MARK = b"St7__cxx11"
 _CHUNK = 1 << 20
@@ -25,7 +25,7 @@ _CHUNK = 1 << 20
 _MAX_LIB = 256 << 20
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class TorchBuild:
     version: str | None
     cuda: str | None

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass, replace
 from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
 from fa_doctor.finding import Remedy
-from fa_doctor.frozen import fields, frozen, is_dataclass, replace
 from fa_doctor.lines import Lines
 from fa_doctor.render.escape import escape
 from fa_doctor.result import Result
@@ -26,7 +26,7 @@ from fa_doctor.scrub import SECRET_NAME, scrub_text
 _MAX_DEPTH = 40
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class _Clean:
     one_line: bool
     scrub: bool = True  # a remedy's commands are pasted into a shell: absolute paths stay ('~/...' quoted is inert)

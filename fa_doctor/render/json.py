@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
 from enum import Enum
 from typing import Any
 
 from fa_doctor import __version__
 from fa_doctor.actions import KINDS
 from fa_doctor.actions import to_dict as action_dict
-from fa_doctor.frozen import fields, is_dataclass
 from fa_doctor.render.base import Renderer
 from fa_doctor.result import SCHEMA, DeviceSmoke, PackageRow, Result
 

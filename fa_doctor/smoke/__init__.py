@@ -8,10 +8,10 @@ package imports neither torch nor any FlashAttention module.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
-from fa_doctor.frozen import field, frozen
 from fa_doctor.smoke.classify import ImportProblem
 
 APIS = ("fa2", "fa3", "sgl", "cute", "vllm")
@@ -31,14 +31,14 @@ _KVCACHE_APIS = frozenset({"fa2", "fa3", "sgl"})
 _SHORT = {"bfloat16": "bf16", "float16": "fp16"}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SmokeTarget:
     key: str  # "fa2" | "fa3" | "fa3-sgl" | "fa4" | "fa4-sglang" | "vllm-fa"
     module: str  # what to import, e.g. "flash_attn.cute"
     api: str  # calling convention: one of APIS
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class CaseResult:
     name: str
     function: str
@@ -52,10 +52,10 @@ class CaseResult:
     error: str | None  # "Type: message" when the call raised, or why the output could not be compared
 
     def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class SmokeResult:
     key: str
     module: str
@@ -84,7 +84,11 @@ class SmokeResult:
         object.__setattr__(self, "environment", MappingProxyType(dict(self.environment)))
 
     def to_dict(self) -> dict[str, object]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("cases", "error", "phases", "environment")}
+        out = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("cases", "error", "phases", "environment")
+        }
         out["warnings"] = list(self.warnings)
         out["phases"] = dict(self.phases)
         out["environment"] = dict(self.environment)

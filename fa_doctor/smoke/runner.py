@@ -17,12 +17,12 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fa_doctor import proc
 from fa_doctor.catalog import names
-from fa_doctor.frozen import replace
 from fa_doctor.smoke import APIS, CaseResult, SmokeResult, SmokeTarget, case_specs
 from fa_doctor.smoke.classify import ImportProblem, classify
 

@@ -23,11 +23,11 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import fa_doctor
 from fa_doctor.catalog import implementations, names
 from fa_doctor.facts import Facts
-from fa_doctor.frozen import frozen
 from fa_doctor.probes import fingerprint as fp
 from fa_doctor.probes.gpu import GpuDevice
 from fa_doctor.smoke import APIS, SmokeResult, SmokeTarget, case_specs
@@ -42,7 +42,7 @@ _EXTRA: Mapping[str, tuple[str, ...]] = {
 }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Fingerprint:
     value: str  # sha256 hex of the parts
     parts: Mapping[str, str]  # part name -> digest

@@ -19,10 +19,10 @@ import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import Any
 
 import fa_doctor
-from fa_doctor.frozen import frozen
 from fa_doctor.smoke import CaseResult, SmokeResult
 
 SCHEMA = "fa-doctor.verdict/1"
@@ -38,7 +38,7 @@ class CacheRefused(OSError):
     """The cache folder is not one fa-doctor may use (a link, another user's, not a folder)."""
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Proven:
     """When and where a verdict was proven by running the kernels."""
 
@@ -51,7 +51,7 @@ class Proven:
         return {"at": self.at, "host": self.host, "tool_version": self.tool_version, "gpus": list(self.gpus)}
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Verdict:
     fingerprint: str
     parts: Mapping[str, str]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from fa_doctor.frozen import field, frozen, mutable
 from fa_doctor.probes.environment import OVERRIDE
 
 N = OVERRIDE
@@ -23,27 +23,27 @@ class Unsafe(Exception):
         self.reason = reason
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Change:
     start: int
     end: int
     new: str
 
 
-@mutable
+@dataclass(slots=True)
 class Plan:
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Word:
     start: int
     end: int
     text: str
 
 
-@mutable
+@dataclass(slots=True)
 class Command:
     """One simple command: its words and what sits around it."""
 

@@ -8,9 +8,9 @@ block, or where it is not alone on its line, it becomes `$null = $null`.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from fa_doctor.fixes.dialects.base import Change, Command, N, Plan, Unsafe, Word, drop_statement, line_of, quoted_like
-from fa_doctor.frozen import field, mutable
 
 # A literal: quoted text without expansion, or a number (a bare word would run a command: `= Get-Pin`).
 _VAL = r"""'(?:[^'\n]|'')*'|"[^"`$\n]*"|[0-9]+(?:\.[0-9]+)?"""
@@ -31,7 +31,7 @@ ASSIGNS = re.compile(
 _SINGLE, _DOUBLE = "'\u2018\u2019\u201a\u201b", '"\u201c\u201d\u201e'
 
 
-@mutable
+@dataclass(slots=True)
 class _Stmt:
     start: int
     end: int

@@ -1,6 +1,6 @@
 """Fitting the evidence model from labelled reports, and scoring it leave-one-repository-out (LORO).
 
-Not imported by `explain`: benchmarks/explain_fit.py writes model.json with fit(), benchmarks/explain_loro.py
+A script, not part of the package (`explain` never fits): benchmarks/explain_fit.py writes model.json with fit(), benchmarks/explain_loro.py
 and tests/test_explain_loro.py measure with loro(). Everything is counting, a small grid and isotonic
 regression, so a fit is exact and deterministic and a whole LORO run (about 150 folds, each with its own
 inner LORO to pick the weights and the calibration) takes seconds.
@@ -18,8 +18,8 @@ import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from fa_doctor.frozen import frozen
 from fa_doctor.knowledge.features import Features, featurise
 from fa_doctor.knowledge.match import normalise
 from fa_doctor.knowledge.model import Model, feature_weights, shown
@@ -32,7 +32,7 @@ GRID = tuple(
 _REPO = re.compile(r"https://github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)")
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Doc:
     name: str
     repo: str  # owner/name, lower-case
@@ -57,7 +57,7 @@ def repository(source: str) -> str:
     return f"{m.group(1)}/{m.group(2)}".lower()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Prediction:
     doc: Doc
     shown: tuple[tuple[str, float], ...]  # (category, confidence) as explain shows them, best first
