@@ -183,43 +183,20 @@ def test_stdin_from_a_terminal_is_misuse(monkeypatch: Any) -> None:
     assert result.exit_code == 2 and result.error and "pipe them in" in result.error
 
 
-def test_many_reports_on_every_core_merge_as_on_one(tmp_path: Path, monkeypatch: Any) -> None:
-    """The worker pool (hundreds of files; a JSON Lines stream in slices) gives the report one process gives."""
-    from fa_doctor.commands import merge as command
-    from fa_doctor.fleet import load
-    from fa_doctor.render.fleet.json import document
-
+def test_many_reports_from_a_folder_and_from_stdin_merge_alike(tmp_path: Path) -> None:
+    """Hundreds of files and the same reports as one JSON Lines stream: read one source at a time, the same fleet."""
     docs = healthy(220) | {f"bad-{i}": report(f"bad-{i}", findings=(SMOKE_FAILED,)) for i in range(3)}
     folder = write(tmp_path / "many", docs)
     (folder / "cut.json").write_text("{")
-    stream = tmp_path / "all.jsonl"
-    stream.write_text(jsonl(list(docs.values())) + '{"cut')
-    monkeypatch.setattr(load, "_SLICE", 64 << 10)  # slices of a few reports each
-    monkeypatch.setattr(load, "PARALLEL_UNITS", 5)
-    quiet = load._quiet
-
-    def started() -> None:  # each worker leaves a mark: the pool did run
-        (tmp_path / f"worker-{os.getpid()}").touch()
-        quiet()
-
-    monkeypatch.setattr(load, "_quiet", started)
-
-    def merged(path: str, jobs: int) -> dict[str, Any]:
-        if path == "-":
-            monkeypatch.setattr("sys.stdin", open(stream, encoding="utf-8"))  # noqa: SIM115
-        doc = document(command.run(command.MergeOptions((path,), jobs=jobs)))
-        doc.pop("timings_ms")
-        return doc
-
-    for path in (str(folder), "-"):
-        one = merged(path, 1)
-        assert not list(tmp_path.glob("worker-*"))
-        many = merged(path, 2)
-        assert len(list(tmp_path.glob("worker-*"))) == 2
-        for mark in tmp_path.glob("worker-*"):
-            mark.unlink()
-        assert one == many and one["nodes"] == 223 and len(one["outliers"]) == 3 and len(one["refused"]) == 1
-    assert merged("-", 2)["refused"][0]["source"] == f"stdin:{len(docs) + 1}"
+    code, from_files, _ = merge(str(folder))
+    code2, from_stdin, _ = merge("-", stdin=jsonl([docs[k] for k in sorted(docs)]) + '{"cut')  # in file order
+    assert code == code2 == 1
+    for doc in (from_files, from_stdin):
+        assert doc["nodes"] == 223 and len(doc["outliers"]) == 3 and len(doc["refused"]) == 1
+    for key in ("groups", "findings", "outliers", "summary"):
+        assert from_files[key] == from_stdin[key], key
+    assert [v["id"] for v in from_files["verdict"]] == [v["id"] for v in from_stdin["verdict"]]
+    assert from_stdin["refused"][0]["source"] == f"stdin:{len(docs) + 1}"
 
 
 def test_pretty_documents_one_after_another() -> None:

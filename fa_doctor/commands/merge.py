@@ -6,24 +6,23 @@ import gc
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from fa_doctor.fleet.load import judged
 from fa_doctor.fleet.merge import Merger
 from fa_doctor.fleet.model import FleetPayload
+from fa_doctor.fleet.read import documents
 from fa_doctor.fleet.verdict import fleet_result
-from fa_doctor.frozen import frozen
 from fa_doctor.result import Result
 
 Progress = Callable[[str], None]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class MergeOptions:
     paths: tuple[str, ...]
     strict: bool = False
     expect: int | None = None  # the fleet's size: fewer reports fail (fleet.missing)
-    jobs: int | None = None  # worker processes; None: one per core when there are many reports
 
 
 _TTY = "`-` reads reports from standard input: pipe them in (cat reports/*.jsonl | fa-doctor merge -)"
@@ -45,7 +44,7 @@ def run(options: MergeOptions, progress: Progress | None = None, early: Any = No
     # would rescan those summaries again and again (a third of the time at 10,000 reports) and find nothing.
     gc.disable()
     try:
-        for item in judged(options.paths, stdin, options.jobs):
+        for item in documents(options.paths, stdin):
             merger.add(item)
     finally:
         gc.enable()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fa_doctor.probes.files import read
+from fa_doctor.process.atomic import write_atomic
 
 _RECORD_BYTES = 32 << 20
 
@@ -158,13 +159,7 @@ class Journal:
             "changes": [{"step": e.step, "did": e.did, "undo": e.undo_text} for e in self.entries],
         }
         with contextlib.suppress(OSError):
-            tmp = f"{self.path}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(doc, fh, indent=1)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps(doc, indent=1).encode(), mode=0o600)
 
     def rollback(self) -> tuple[list[tuple[Entry, str | None]], list[Entry]]:
         """Undo every change, newest first: ([(entry, None or why its undo failed)], entries with no undo)."""

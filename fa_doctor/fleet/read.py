@@ -12,10 +12,10 @@ import json
 import os
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from fa_doctor.fleet.model import Refused
-from fa_doctor.frozen import frozen
 from fa_doctor.probes import files
 
 SOURCE_LIMIT = 512 << 20  # one file or stdin
@@ -28,7 +28,7 @@ _NEXT = re.compile(r"\n\{")
 _DECODER = json.JSONDecoder()
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Document:
     source: str  # "reports/a.json", "all.jsonl:12", "stdin:3"
     doc: Any  # the parsed JSON value, not yet judged
@@ -120,9 +120,9 @@ def jsonl_start(data: bytes | bytearray) -> bool:
     return len(first) <= REPORT_LIMIT and _parse(first)[1] is None
 
 
-def lines(source: str, data: bytes | bytearray, cut: bool, first: int = 1) -> Iterator[Document | Refused]:
-    """Line by line (numbered from `first`), without splitting the whole buffer at once."""
-    number, start, size = first - 1, 0, len(data)
+def lines(source: str, data: bytes | bytearray, cut: bool) -> Iterator[Document | Refused]:
+    """Line by line, without splitting the whole buffer at once."""
+    number, start, size = 0, 0, len(data)
     while start < size:
         end = data.find(b"\n", start)
         end = size if end < 0 else end
@@ -216,3 +216,18 @@ def members(paths: Sequence[str]) -> Iterator[tuple[str, int | None] | Refused |
                     continue
                 seen.add(key)
             yield member, size
+
+
+def documents(paths: Sequence[str], stdin: BinaryIO | None) -> Iterator[Document | Refused]:
+    """Every document of the paths, in order, one source in memory at a time; `-` reads `stdin`."""
+    for member in members(paths):
+        if isinstance(member, Refused):
+            yield member
+        elif member is not None:
+            yield from read_file(*member)
+        elif stdin is not None:
+            got = read_stream(stdin)
+            if isinstance(got, str):
+                yield Refused("stdin", got)
+            else:
+                yield from split("stdin", *got)

@@ -1,29 +1,48 @@
-"""Installed distributions on the target's search path, read from their metadata only.
+"""Installed distributions on the target's search path, read with importlib.metadata.
 
-Every path entry is listed once; only distributions whose name marks them as part of an FA stack
-have their metadata opened, so the cost stays flat in the number of installed distributions.
+fa-doctor reads the target's folders in its own process: the target interpreter reports its sys.path
+(probes/target.py) and each metadata folder on it is read by importlib.metadata's `PathDistribution`, whose
+parsing rules (METADATA through email, requires.txt sections, RECORD through csv) are those of every Python
+>= 3.10. Running the reader inside the target instead would import email, csv and zipfile under the target's
+own sys.path (where a stray email.py in the working directory wins) and could not bound its reads.
+
+Two parts stay fa-doctor's own. Discovery: each path entry is listed once and only distributions whose name
+marks them as part of an FA stack are opened, so the cost stays flat in the number installed
+(`importlib.metadata.distributions(path=...)` would also open a path entry that is not a folder as a zip
+file: a FIFO there blocks it). Reading: `_Bounded.read_text`, the one method through which importlib.metadata
+touches the disk, reads through probes/files.py, so a FIFO named METADATA or a link to /dev/zero neither
+blocks nor fills memory, and what could not be read becomes the distribution's problem, never an exception.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib.metadata import PackageMetadata, PathDistribution
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from fa_doctor.families import is_interesting, normalize
-from fa_doctor.frozen import field, frozen
-from fa_doctor.probes import metadata
-from fa_doctor.probes.files import read, read_text
+from fa_doctor.probes.files import read
 from fa_doctor.probes.modules import listdir
 
 # RECORDs of these are large and own nothing in FA namespaces: skip reading them.
 _SKIP_RECORD = frozenset({"torch", "sglang", "vllm", "transformers", "flashinfer-python"})
-# Read limits: METADATA headers come first; a RECORD of an FA package is well under a megabyte.
-_METADATA_BYTES = 1 << 20
-_RECORD_BYTES = 8 << 20
-_SMALL_BYTES = 1 << 16
+# Each file is read up to its limit and its tail dropped: METADATA's headers come first; a RECORD of an FA
+# package is well under a megabyte. "" is an egg-info that is a file rather than a folder.
+_LIMITS = {
+    **dict.fromkeys(("METADATA", "PKG-INFO", ""), 1 << 20),
+    **dict.fromkeys(("RECORD", "installed-files.txt"), 8 << 20),
+    "INSTALLER": 256,
+}
+_SMALL_BYTES = 1 << 16  # requires.txt, top_level.txt, direct_url.json, entry_points.txt
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Distribution:
     name: str
     normalized: str
@@ -50,7 +69,7 @@ class Distribution:
         }
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class DistributionScan:
     distributions: tuple[Distribution, ...]  # interesting ones, in search-path order
     total: int  # every distribution seen, interesting or not
@@ -71,70 +90,100 @@ def _name_from_dirname(dirname: str) -> str:
     return normalize(stem.split("-", 1)[0])
 
 
-def _read(path: str, limit: int = _RECORD_BYTES) -> str | None:
-    return read_text(path, limit)
+class _Bounded(PathDistribution):
+    """importlib.metadata's reader of one metadata folder, its files read through probes/files.py: regular files
+    only, never past their limit, bad UTF-8 replaced where importlib.metadata would raise, line ends as
+    `Path.read_text` gives them. Why a file gave no text is kept in `problems`, by name ("no such file", "empty",
+    "a FIFO, not a regular file", "unreadable: Permission denied")."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__(Path(folder))
+        self.folder = folder
+        self.problems: dict[str, str] = {}
+
+    @cached_property
+    def metadata(self) -> PackageMetadata:  # read once: `requires` asks for it again
+        return super().metadata
+
+    def read_text(self, filename: str | os.PathLike[str]) -> str | None:
+        name = os.fspath(filename)
+        got = read(os.path.join(self.folder, name) if name else self.folder, _LIMITS.get(name, _SMALL_BYTES))
+        if not got.data:
+            self.problems[name] = got.problem or "empty"
+            return None
+        text = got.data.decode("utf-8", "replace")
+        return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
-def _metadata_text(meta_dir: str, expected: str) -> tuple[str | None, str | None]:
-    """(text, problem): the first non-empty of METADATA, PKG-INFO and the path itself (an egg-info file), the
-    order importlib.metadata tries them in; the problem names the file this kind of folder should hold."""
-    problem = f"no {expected} file"
-    for name in ("METADATA", "PKG-INFO", ""):
-        got = read(os.path.join(meta_dir, name) if name else meta_dir, _METADATA_BYTES)
-        if got.data:
-            return metadata.file_text(got.data), None
-        if name == expected and not got.missing:
-            problem = f"{expected} is {got.problem or 'empty'}"
-    return None, problem
+def _first(meta: PackageMetadata, key: str) -> str | None:
+    values = meta.get_all(key)
+    return str(values[0]) if values else None
+
+
+def _files(dist: _Bounded, entry: str, egg: bool) -> tuple[str, ...] | None:
+    """The installed files, relative to `entry`. An egg-info's are in installed-files.txt (pip's legacy installs;
+    Python 3.12's `Distribution.files` reads it too, 3.10 and 3.11's not), never SOURCES.txt: that lists the
+    source tree, not what a build put on the path (a compiled extension)."""
+    if egg:
+        listed = dist.read_text("installed-files.txt")
+        if not listed:
+            return None
+        return tuple(
+            os.path.relpath(os.path.normpath(os.path.join(dist.folder, p)), entry) for p in listed.splitlines() if p
+        )
+    try:
+        found = dist.files
+    except (csv.Error, ValueError, TypeError):  # a RECORD row importlib.metadata cannot read (a bad size, 4 columns)
+        return None
+    return None if found is None else tuple(str(f) for f in found)
+
+
+def _direct_url(text: str | None) -> tuple[str | None, str | None]:
+    """(url, source tree of an editable install from a local folder) of a PEP 610 direct_url.json; anything
+    malformed gives neither."""
+    try:
+        data = json.loads(text or "null")
+    except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested deeper than the stack
+        return None, None
+    url = data.get("url") if isinstance(data, dict) else None
+    if not isinstance(url, str) or not url:
+        return None, None
+    dir_info = data.get("dir_info")
+    parts = urlsplit(url)
+    if not (isinstance(dir_info, dict) and dir_info.get("editable") is True and parts.scheme == "file"):
+        return url, None
+    path = unquote(parts.path)
+    return url, (path if parts.netloc in ("", "localhost") else f"//{parts.netloc}{path}") or None
 
 
 def _load(entry: str, meta_dir: str) -> Distribution:
     dirname = os.path.basename(os.path.dirname(meta_dir) if meta_dir.endswith("EGG-INFO") else meta_dir)
     is_dist_info = dirname.endswith(".dist-info")
     expected = "METADATA" if is_dist_info else "PKG-INFO"
-    text, problem = _metadata_text(meta_dir, expected)
+    dist = _Bounded(meta_dir)
+    meta = dist.metadata  # METADATA, else PKG-INFO, else the path itself (an egg-info file)
     guess = _name_from_dirname(dirname)
-    if text is None:
-        return Distribution(guess, guess, "?", entry, meta_dir, problem=problem)
-    meta = metadata.parse(text)
-    name, version = meta.get("Name"), meta.get("Version")
-    if not (name and version):
-        problem = f"{expected} has no Name or Version"
+    # None of them gave text (newer importlib.metadata then answers None, 3.10-3.12 an empty message).
+    if meta is None or {"METADATA", "PKG-INFO", ""} <= dist.problems.keys():
+        why = dist.problems[expected]
+        missing = f"no {expected} file" if why == "no such file" else f"{expected} is {why}"
+        return Distribution(guess, guess, "?", entry, meta_dir, problem=missing)
+    name, version = _first(meta, "Name"), _first(meta, "Version")
+    problem = None if name and version else f"{expected} has no Name or Version"
     norm = normalize(name or guess)
-    # As importlib.metadata: Requires-Dist, else an egg-info requires.txt with its [extra:marker] sections.
-    requires = meta.get_all("Requires-Dist")
-    if not requires:
-        requires_txt = _read(os.path.join(meta_dir, "requires.txt"), _SMALL_BYTES)
-        requires = metadata.requires_txt(requires_txt) if requires_txt else []
-    top_text = _read(os.path.join(meta_dir, "top_level.txt"), _SMALL_BYTES) or ""
-    files: tuple[str, ...] | None = None
-    if norm in _SKIP_RECORD:  # large RECORDs that own nothing in FA namespaces: not read
-        files = None
-    elif is_dist_info:
-        record = _read(os.path.join(meta_dir, "RECORD"))
-        if record:
-            files = metadata.record_paths(record)
-    else:
-        sources = _read(os.path.join(meta_dir, "installed-files.txt"), _RECORD_BYTES)
-        if sources:
-            files = tuple(
-                os.path.relpath(os.path.normpath(os.path.join(meta_dir, p)), entry) for p in sources.splitlines() if p
-            )
-    direct = _read(os.path.join(meta_dir, "direct_url.json"), _SMALL_BYTES)
-    url = metadata.direct_url(direct) if direct else None
-    installer = (_read(os.path.join(meta_dir, "INSTALLER"), 256) or "").strip() or None
+    url, editable = _direct_url(dist.read_text("direct_url.json"))
     return Distribution(
         name=name or guess,
         normalized=norm,
         version=version or "?",
         location=entry,
         metadata_dir=meta_dir,
-        requires=tuple(requires),
-        top_level=tuple(t.strip() for t in top_text.splitlines() if t.strip()),
-        files=files,
-        installer=installer,
-        editable_dir=url.editable_dir if url else None,
-        direct_url=url.url if url else None,
+        requires=tuple(dist.requires or ()),  # Requires-Dist, else requires.txt with its [extra:marker] sections
+        top_level=tuple((dist.read_text("top_level.txt") or "").split()),
+        files=None if norm in _SKIP_RECORD else _files(dist, entry, not is_dist_info),
+        installer=(dist.read_text("INSTALLER") or "").strip() or None,
+        editable_dir=editable,
+        direct_url=url,
         problem=problem,
     )
 

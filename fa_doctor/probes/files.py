@@ -13,9 +13,8 @@ import contextlib
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import BinaryIO
-
-from fa_doctor.frozen import frozen
 
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 _KINDS = (
@@ -35,7 +34,7 @@ class NotRegular(OSError):
         self.path, self.kind = path, kind
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class FileRead:
     """What reading one file gave. ``data`` is None unless it was read; then ``problem`` says why, and
     ``missing`` tells "there is no such file" from "it exists but cannot be read"."""

@@ -37,14 +37,30 @@ def digest(*parts: object) -> str:
 
 
 def stat_key(path: str, follow: bool = True) -> tuple[object, ...]:
-    """(kind, size, mtime_ns, inode, device) of a path, or why it has none: the identity of a file's contents
-    as far as the file system tells without reading them."""
+    """(kind, size, mtime_ns, ctime_ns, inode, device) of a path, or why it has none: the identity of a file's
+    contents as far as the file system tells without reading them. ctime is in it: a file rewritten in place
+    with its mtime put back (`touch -d`, `cp -p`) still gets a new ctime, which no user can set."""
     try:
         st = os.stat(path) if follow else os.lstat(path)
     except (OSError, ValueError) as exc:
         return ("missing", type(exc).__name__)
     kind = "file" if stat.S_ISREG(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode) else f"mode {st.st_mode:o}"
-    return (kind, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    return (kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def identity(path: str) -> str:
+    """A loaded file's identity: where its links lead (a symlinked module's new target) and what is there."""
+    try:
+        real = os.path.realpath(path)
+    except (OSError, ValueError):
+        real = path
+    return digest(real, stat_key(real))[:20]
+
+
+def folders(paths: Sequence[str]) -> str:
+    """The search path's folders as the import system sees them: a new `.pth`, module, package or stray folder
+    that shadows an extension changes the folder's mtime (and ctime), so any of them changes this digest."""
+    return digest(*((p, stat_key(p)) for p in paths))
 
 
 def files_key(paths: Iterable[str], limit: int = _MAX_FILES) -> str:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import shutil
 import re
+import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
