@@ -66,6 +66,7 @@ class Node:
             phases={"import": 0.5, "total": 1.0},
             cases=cases,
             module_file=str(self.fenv.site / "flash_attn" / "cute" / "__init__.py"),
+            loaded=tuple(str(p) for p in sorted(self.fenv.site.rglob("*.py")) if "__pycache__" not in p.parts),
             visible_devices=kw["visible_devices"],
             device_name="NVIDIA H200",
             python=python,
@@ -203,7 +204,7 @@ def test_a_knob_is_part_of_the_fingerprint(cli: Any, node: Node, monkeypatch: py
     check(cli, node)
     monkeypatch.setenv("CUTE_DSL_ARCH", "sm_90a")
     after = check(cli, node)
-    assert after["smoke"]["cached"] is False and "knobs" in after["smoke"]["changed"]
+    assert after["smoke"]["cached"] is False and after["smoke"]["changed"] == ["env:CUTE_DSL_ARCH"]
     monkeypatch.delenv("CUTE_DSL_ARCH")
     assert check(cli, node)["smoke"]["cached"] is True and len(node.calls) == 2  # the first verdict still holds
 
@@ -305,7 +306,7 @@ def _wrong_types(doc: dict[str, Any], raw: bytes) -> bytes:
 
 
 def _huge(doc: dict[str, Any], raw: bytes) -> bytes:
-    doc["padding"] = "x" * (2 << 20)
+    doc["padding"] = "x" * (9 << 20)
     return json.dumps(doc).encode()
 
 

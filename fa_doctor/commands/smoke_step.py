@@ -136,6 +136,7 @@ def run_on_devices(
                 timeout=options.timeout,
                 use_cache=options.use_cache,
                 visible_devices=pin_for(device, facts),
+                env=options.env,  # exec: COMMAND's environment, as the server will have it
                 progress=(lambda message: progress(f"GPU {device.index}: {message}")) if progress else None,
             )
         except Exception as exc:  # becomes an internal.check_crashed finding for this GPU

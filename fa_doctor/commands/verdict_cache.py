@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from fa_doctor.smoke.verdicts import Proven, Verdict
 
 
+_MAX_NAMED = 20  # changed files named in the report
+
+
 class VerdictCache:
     def __init__(
         self,
@@ -44,7 +47,7 @@ class VerdictCache:
         self.changed: tuple[str, ...] = ()
         self.fingerprint: Fingerprint | None
         try:
-            self.fingerprint = verdict_key.compute(facts, targets, devices, pins)
+            self.fingerprint = verdict_key.compute(facts, targets, devices, pins, self.env)
         except Exception:  # a verdict that cannot be fingerprinted is run, never reused
             self.fingerprint = None
             return
@@ -68,8 +71,10 @@ class VerdictCache:
         wanted = {(i, t.key) for i in self.ids for t in targets}
         if {(device, r.key) for device, r in found.results} != wanted or len(found.results) != len(wanted):
             return ["results"]
+        if not found.watch:
+            return ["loaded"]  # a verdict that does not say what it loaded is not one to trust
         now = verdict_key.watch(found.watch)
-        return [f"watch:{path}" for path, value in found.watch.items() if now[path] != value]
+        return [f"loaded:{path}" for path, value in found.watch.items() if now[path] != value][:_MAX_NAMED]
 
     def _why_not(self, stored: list[Verdict]) -> tuple[str, ...]:
         """The parts that changed since the newest verdict for the same implementations (the report's
@@ -116,7 +121,10 @@ class VerdictCache:
         )
         by_device = {id(d): i for d, i in zip(self.devices, self.ids, strict=True)}
         results = tuple((by_device[id(d)], r) for d, r in outcomes)
-        watch = verdict_key.watch(verdict_key.watched(r for _, r in results))
+        loaded = verdict_key.watched(r for _, r in results)
+        if loaded is None:
+            return  # the children did not say what they loaded: nothing to key a reuse on
+        watch = verdict_key.watch(loaded)
         verdict = verdicts.Verdict(self.fingerprint.value, self.fingerprint.parts, proven, results, watch)
         if verdicts.store(verdict, self.env) is None:
             self.proven = proven

@@ -190,8 +190,7 @@ class Runner:
     def argv(self, pip: PipInstall) -> list[str]:
         constraints = None
         if pip.constraints:
-            constraints = tempfile.mktemp(prefix="constraints-", suffix=".txt", dir=self.workdir)
-            fd = os.open(constraints, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd, constraints = tempfile.mkstemp(prefix="constraints-", suffix=".txt", dir=self.workdir)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write("".join(c + "\n" for c in pip.constraints))
         return proofs.pip_argv(self.python, pip, constraints)

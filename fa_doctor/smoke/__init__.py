@@ -78,6 +78,7 @@ class SmokeResult:
     timeout: float = 0.0
     last_phase: str | None = None  # the phase that was running when the child died or timed out
     environment: Mapping[str, str] = field(default_factory=dict)  # torch version, cxx11abi, dist versions
+    loaded: tuple[str, ...] = ()  # every file the child's import and kernels loaded (module files, mapped .so)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "phases", MappingProxyType(dict(self.phases)))
@@ -87,7 +88,7 @@ class SmokeResult:
         out = {
             f.name: getattr(self, f.name)
             for f in fields(self)
-            if f.name not in ("cases", "error", "phases", "environment")
+            if f.name not in ("cases", "error", "phases", "environment", "loaded")
         }
         out["warnings"] = list(self.warnings)
         out["phases"] = dict(self.phases)

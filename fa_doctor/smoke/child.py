@@ -320,6 +320,26 @@ def watch_parent(parent: int, every: float = 0.5) -> None:
     threading.Thread(target=watch, name="fa-doctor-parent-watch", daemon=True).start()
 
 
+def loaded_files(limit: int = 20000) -> list[str]:
+    """Every file the import and the kernels pulled in: module files, extension modules, and the shared objects
+    mapped into this process (/proc/self/maps: CUDA libraries, libtorch, what an LD_PRELOAD added). The verdict
+    cache keys a reused pass on their identity."""
+    files: dict[str, None] = {}
+    for mod in list(sys.modules.values()):
+        path = getattr(mod, "__file__", None)
+        if isinstance(path, str) and os.path.isabs(path):
+            files[path] = None
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as fh:
+            for line in fh:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    files[parts[5].rstrip("\n").removesuffix(" (deleted)")] = None
+    except OSError:
+        pass  # not Linux: the module files alone
+    return sorted(files)[:limit]
+
+
 def main(config: dict[str, Any]) -> None:
     channel = Channel(int(config["fd"]))
     if config.get("parent"):
@@ -374,6 +394,7 @@ def main(config: dict[str, Any]) -> None:
     for case in cases[1:]:
         finish_case(channel, case, run_case(channel, mod, case, seen))
     channel.emit("phase", name="check", state="end")
+    channel.emit("loaded", files=loaded_files())
     channel.emit("done")
 
 

@@ -38,9 +38,10 @@ _DISTS = {
 _CACHE_DISTS = (*_DISTS["cute"], names.DSL_BASE, names.SGLANG, names.SGLANG_KERNEL, names.TORCH)
 _TAIL = 4096
 # Bounds on what the child may send: it runs the target's code, which may write anything on the pipe.
-_MAX_LINE = 1 << 20
+_MAX_LINE = 4 << 20  # the `loaded` event lists every file the child loaded
 _MAX_EVENTS = 10000
 _MAX_WARNINGS = 50
+_MAX_LOADED = 20000  # files a child reports it loaded (torch and triton: ~3,000)
 _MAX_TEXT = 8000
 _MAX_CHAIN = 20
 _NAME = 200
@@ -202,6 +203,7 @@ class _Reader:
         warns = list(notes)
         failure: dict[str, Any] | None = None
         import_failed = finished = False
+        loaded: tuple[str, ...] = ()
         raised: list[dict[str, Any]] = []
         for ev in self.events:
             kind = ev.get("event")
@@ -219,6 +221,8 @@ class _Reader:
                     raised.append(_error(ev.get("error")))
             elif kind in ("import_error", "fatal") and failure is None:
                 failure, import_failed = ev, kind == "import_error"
+            elif kind == "loaded" and isinstance(ev.get("files"), list):
+                loaded = tuple(f for f in ev["files"][:_MAX_LOADED] if isinstance(f, str) and f.startswith("/"))
             elif kind == "done":
                 finished = True
         phases = {name: ends[name] - starts[name] for name in ends if name in starts}
@@ -258,6 +262,7 @@ class _Reader:
             warnings=tuple(warns),
             module_file=_text(info.get("module_file")),
             flash_attn_origin=_text(info.get("flash_attn_origin")),
+            loaded=loaded,
             device_name=_text(info.get("device_name")),
             last_phase=running[-1] if running and status in ("crashed", "timeout") else None,
             environment={

@@ -42,6 +42,22 @@ _EXTRA: Mapping[str, tuple[str, ...]] = {
 }
 
 
+# The environment is part of the key, all of it (LD_PRELOAD, PYTHONWARNINGS, CUDA_*, CUTE_DSL_*, ...), except
+# these, which a kernel test cannot depend on: the terminal, the shell's own bookkeeping, the session.
+IGNORED_VARIABLES = frozenset(
+    {
+        "_", "PWD", "OLDPWD", "SHLVL", "TERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "COLORTERM", "COLUMNS",
+        "LINES", "PS1", "PS2", "PS4", "PROMPT_COMMAND", "HISTFILE", "HISTSIZE", "HISTFILESIZE", "HISTCONTROL",
+        "LS_COLORS", "LESS", "LESSOPEN", "LESSCLOSE", "PAGER", "EDITOR", "VISUAL", "MAIL", "OLDPATH",
+        "DISPLAY", "XAUTHORITY", "WINDOWID", "DBUS_SESSION_BUS_ADDRESS", "GPG_TTY", "SSH_AUTH_SOCK",
+        "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "TMUX", "TMUX_PANE", "STY", "WINDOW",
+        "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CLICOLOR_FORCE", "GITHUB_STEP_SUMMARY",
+        "INVOCATION_ID", "JOURNAL_STREAM", "SYSTEMD_EXEC_PID", "XDG_SESSION_ID", "XDG_VTNR", "XDG_SEAT",
+    }
+)  # fmt: skip
+IGNORED_PREFIXES = ("FA_DOCTOR_", "_FA_DOCTOR", "COMP_", "LC_TERMINAL")
+
+
 @dataclass(frozen=True, slots=True)
 class Fingerprint:
     value: str  # sha256 hex of the parts
@@ -67,7 +83,11 @@ def _tool(version: str) -> str:
 
 
 def compute(
-    facts: Facts, targets: Sequence[SmokeTarget], devices: Sequence[GpuDevice], pins: Sequence[str]
+    facts: Facts,
+    targets: Sequence[SmokeTarget],
+    devices: Sequence[GpuDevice],
+    pins: Sequence[str],
+    env: Mapping[str, str] | None,
 ) -> Fingerprint:
     """Stat calls and a few small reads only: this runs before every `exec` of an unchanged node."""
     target = facts.target
@@ -75,7 +95,8 @@ def compute(
         "tool": _tool(fa_doctor.__version__),
         "interpreter": fp.interpreter(target.executable, target.version, target.prefix, target.sys_path),
         "smoke": fp.digest(sorted((t.key, t.module, t.api) for t in targets)),
-        "knobs": fp.digest(sorted(facts.env.items())),
+        "path": fp.folders(target.sys_path),
+        "cwd": fp.digest(target.cwd, fp.stat_key(target.cwd) if target.cwd else None),
         "gpus": fp.digest(
             facts.gpus.driver_version,
             facts.gpus.cuda_driver_version,
@@ -94,14 +115,20 @@ def compute(
         fp.distribution(torch_dist) if torch_dist else None,
         fp.stat_key(os.path.join(torch.location, "version.py")) if torch else None,
     )
+    for name, value in (os.environ if env is None else env).items():
+        if name not in IGNORED_VARIABLES and not name.startswith(IGNORED_PREFIXES):
+            parts[f"env:{name}"] = fp.digest(value)
     return Fingerprint(fp.digest(sorted(parts.items())), parts)
 
 
-def watched(results: Iterable[SmokeResult]) -> list[str]:
-    """The module files the child imported (a vendored or editable copy has no RECORD to stand for it)."""
-    paths = (p for r in results for p in (r.module_file, r.flash_attn_origin) if p and os.path.isabs(p))
-    return list(dict.fromkeys(paths))[:16]
+def watched(results: Iterable[SmokeResult]) -> list[str] | None:
+    """Every file the children loaded (module files, extension modules, mapped shared objects); None when a
+    child did not say (an older child, a list cut short): such a verdict is not stored."""
+    results = list(results)
+    if not results or any(not r.loaded for r in results):
+        return None
+    return list(dict.fromkeys(p for r in results for p in r.loaded))
 
 
 def watch(paths: Iterable[str]) -> dict[str, str]:
-    return {path: fp.tree(path) for path in paths}
+    return {path: fp.identity(path) for path in paths}

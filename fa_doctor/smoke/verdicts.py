@@ -26,7 +26,7 @@ import fa_doctor
 from fa_doctor.smoke import CaseResult, SmokeResult
 
 SCHEMA = "fa-doctor.verdict/1"
-_MAX_BYTES = 1 << 20  # a verdict of eight GPUs x six implementations is ~200 KB
+_MAX_BYTES = 8 << 20  # eight GPUs x six implementations ~200 KB, plus the identity of every loaded file
 _KEEP = 64  # verdicts kept; older ones are removed when a new one is stored
 _STALE_TMP = 3600.0
 _HEX = frozenset("0123456789abcdef")
@@ -57,7 +57,7 @@ class Verdict:
     parts: Mapping[str, str]
     proven: Proven
     results: tuple[tuple[str, SmokeResult], ...]  # (device UUID or index, result), in run order
-    watch: Mapping[str, str]  # module folder -> tree digest at the time it was proven
+    watch: Mapping[str, str]  # every file the children loaded -> its identity when it was proven
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> str:
