@@ -68,9 +68,9 @@ def site_with(so: str, site: str) -> None:
 
 def predict(site: str) -> None:
     sys.path.insert(0, ROOT)
-    from fa_doctor.checks.binary import check_binaries
     from fa_doctor.commands.check import CheckOptions, gather
-    from fa_doctor.derive.inventory import assess_all
+    from fa_doctor.diagnose.checks.binary import check_binaries
+    from fa_doctor.diagnose.derive.inventory import assess_all
     from fa_doctor.probes.modules import by_stem, listdir
 
     listdir.cache_clear()

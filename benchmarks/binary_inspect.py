@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fa_doctor.checks.binary import _TORCH_SYMBOL  # noqa: E402
+from fa_doctor.diagnose.checks.binary import _TORCH_SYMBOL  # noqa: E402
 from fa_doctor.probes.elf import exported, read_elf  # noqa: E402
 from fa_doctor.probes.extensions import torch_libraries  # noqa: E402
 from fa_doctor.probes.fatbin import ARCH_SPECIFIC, FATBIN_MAGIC, read_fatbin  # noqa: E402

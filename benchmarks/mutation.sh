@@ -20,10 +20,10 @@ mutmut="$(dirname "$python")/mutmut"
 
 source_of() {
   case $1 in
-    override) echo fa_doctor/checks/override.py ;;
-    requirements) echo fa_doctor/requirements.py ;;
+    override) echo fa_doctor/diagnose/checks/override.py ;;
+    requirements) echo fa_doctor/diagnose/requirements.py ;;
     classify) echo fa_doctor/knowledge/classify.py ;;  # the smoke classifier is the knowledge base's since issue 10
-    selection) echo fa_doctor/derive/selection.py ;;
+    selection) echo fa_doctor/diagnose/derive/selection.py ;;
     *) echo "unknown module: $1 (override, requirements, classify, selection)" >&2; exit 2 ;;
   esac
 }

@@ -1,5 +1,5 @@
 """Where the static check's time goes, phase by phase: `fa-doctor check --no-smoke --json` run N times in a fresh
-interpreter each, with the program's own checkpoints (fa_doctor.interrupt.checkpoint) and the probe waits
+interpreter each, with the program's own checkpoints (fa_doctor.process.interrupt.checkpoint) and the probe waits
 timed from the interpreter's first instruction; medians printed, with the report's own probe timings.
 
 Phases: start (interpreter and site, measured as `python -c pass`), entry (the parser read the line), probe (the
@@ -22,7 +22,7 @@ _DRIVER = r"""
 import sys, time
 T0 = time.perf_counter()
 marks = {}
-import fa_doctor.interrupt as it
+import fa_doctor.process.interrupt as it
 _cp = it.checkpoint
 def cp(name):
     marks.setdefault(name, time.perf_counter() - T0)

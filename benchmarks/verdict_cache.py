@@ -55,11 +55,12 @@ def median_ms(samples: list[float]) -> float:
 def in_process(fenv: FakeEnv, runs: int) -> dict[str, Any]:
     """Fingerprint and lookup, timed inside one process (what `exec` adds to the static check)."""
     from fa_doctor.commands import check
-    from fa_doctor.commands.options import CheckOptions
-    from fa_doctor.commands.smoke_step import pin_for, smoke_keys
-    from fa_doctor.derive import derive
+    from fa_doctor.diagnose.derive import derive
+    from fa_doctor.model.options import CheckOptions
+    from fa_doctor.probes.gather import gather
     from fa_doctor.smoke import SmokeResult, SmokeTarget, case_specs, runner, verdict_key, verdicts
     from fa_doctor.smoke.runner import CaseResult
+    from fa_doctor.smoke.step import pin_for, smoke_keys
 
     def passing(python: str, target: SmokeTarget, **kw: Any) -> SmokeResult:
         cases = tuple(
@@ -75,7 +76,7 @@ def in_process(fenv: FakeEnv, runs: int) -> dict[str, Any]:
     options = CheckOptions(python=fenv.python)
     stored = check.run(options)
     assert stored.check.smoke is not None and stored.check.smoke.proven is not None, "no verdict was stored"
-    facts = check.gather(options, {})
+    facts = gather(options, {})
     derived = derive(facts)
     keys = smoke_keys(facts, derived.selection, derived.states, False)
     targets = [SmokeTarget(k, "flash_attn.cute", "cute") for k in keys]

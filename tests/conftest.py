@@ -15,15 +15,23 @@ from typing import Any
 import pytest
 from hypothesis import settings as hypothesis_settings
 
+# The suite starts hundreds of Python processes (`python -m fa_doctor`, fake targets, pip, smoke children). Where
+# PYTHONDONTWRITEBYTECODE is set (it is on this project's machines, CI's included), none of them kept its bytecode,
+# so every start compiled fa_doctor's sources again (about 0.4 s a process). The suite lets Python keep its caches (`__pycache__`,
+# ignored by git), for this process and every child, as it does by default.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from clirun import invoke as run_cli
 from fakeenv import FakeEnv, fake_nvidia_smi, make_env
 
-from fa_doctor.facts import Facts
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.machine import GpuDevice, GpuFacts
 from fa_doctor.probes.environment import KNOBS
-from fa_doctor.probes.gpu import GpuDevice, GpuFacts
 from fa_doctor.probes.modules import by_stem, listdir
+from fa_doctor.render.shell import remedy_dict
 
 # Property tests run the same examples on every machine and every run (CI must not turn red on a new random
 # draw); loaded before any test module is imported, so every @settings(...) inherits it. A random search for new
@@ -135,7 +143,7 @@ def commands_of(finding: Any) -> list[list[str]]:
 
     The one place tests read remedy commands: when remedies become typed actions, only this changes.
     """
-    remedies = finding["remedies"] if isinstance(finding, dict) else [r.to_dict() for r in finding.remedies]
+    remedies = finding["remedies"] if isinstance(finding, dict) else [remedy_dict(r) for r in finding.remedies]
     return [list(r["commands"]) for r in remedies]
 
 
@@ -156,8 +164,8 @@ def pip_installs(command: str) -> tuple[list[str], list[str]]:
 
 def gather_facts(fenv: FakeEnv, **env: str) -> Facts:
     """Facts as `check` gathers them from a fake environment, with no GPU and only the given variables."""
-    from fa_doctor.commands.check import gather
-    from fa_doctor.commands.options import CheckOptions
+    from fa_doctor.model.options import CheckOptions
+    from fa_doctor.probes.gather import gather
 
     listdir.cache_clear()
     by_stem.cache_clear()

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from fa_doctor.derive.selection import PhaseChoice, Selection
-from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.probes.distributions import Distribution
-from fa_doctor.probes.gpu import GpuDevice, GpuFacts
-from fa_doctor.probes.target import TargetFacts
-from fa_doctor.probes.torch_build import TorchBuild
-from fa_doctor.result import CheckPayload, DeviceSmoke, PackageRow, Result, SmokeSection
+from fa_doctor.diagnose.derive.selection import PhaseChoice, Selection
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.install import Distribution
+from fa_doctor.model.machine import GpuDevice, GpuFacts, TargetFacts, TorchBuild
+from fa_doctor.model.result import CheckPayload, DeviceSmoke, PackageRow, Result, SmokeSection
 from fa_doctor.smoke import CaseResult, SmokeResult
 
 SITE = "/opt/venv/lib/python3.12/site-packages"

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fa_doctor import actions as A
+from fa_doctor.model import actions as A
+from fa_doctor.render import shell as S
 
 PLANTED = [
     "$(touch PWNED)",
@@ -69,7 +70,7 @@ def test_pip_install_argv_survives_the_shell(shell: str, box: Path) -> None:
     python = str(box / "python")
     reqs = tuple(p for p in PLANTED if p and not p.startswith("-") and "\n" not in p)
     action = A.PipInstall(python, reqs, ("--no-deps", "--index-url", "$(touch PWNED)"), (), (("MAX_JOBS", "4;x"),))
-    (rec,) = _paste(shell, A.render(action, shell), box)
+    (rec,) = _paste(shell, S.render(action, shell), box)
     assert rec["argv"] == ["-m", "pip", "install", "--no-deps", "--index-url", "$(touch PWNED)", *reqs]
     assert rec["max_jobs"] == "4;x"
 
@@ -77,7 +78,7 @@ def test_pip_install_argv_survives_the_shell(shell: str, box: Path) -> None:
 @pytest.mark.parametrize("shell", ["bash", "sh"])
 def test_constraints_reach_pip_on_stdin(shell: str, box: Path) -> None:
     action = A.PipInstall(str(box / "python"), ("sglang-kernel==0.4.10",), (), ("torch==2.11.0", "x`touch PWNED`"))
-    (rec,) = _paste(shell, A.render(action, shell), box)
+    (rec,) = _paste(shell, S.render(action, shell), box)
     assert rec["argv"] == ["-m", "pip", "install", "-c", "/dev/stdin", "sglang-kernel==0.4.10"]
     assert rec["stdin"] == "torch==2.11.0\nx`touch PWNED`\n"
     assert A.invocation(action) == A.Invocation(action.argv, (), "torch==2.11.0\nx`touch PWNED`\n")
@@ -87,7 +88,7 @@ def test_constraints_reach_pip_on_stdin(shell: str, box: Path) -> None:
 def test_run_and_uninstall_argv_survive(shell: str, box: Path) -> None:
     python = str(box / "python")
     for action in (A.RunCommand((python, *PLANTED)), A.PipUninstall(python, ("a b", "$(touch PWNED)"))):
-        (rec,) = _paste(shell, A.render(action, shell), box)
+        (rec,) = _paste(shell, S.render(action, shell), box)
         assert rec["argv"] == list(action.argv[1:])
         (box / "record.jsonl").unlink()
 
@@ -95,13 +96,13 @@ def test_run_and_uninstall_argv_survive(shell: str, box: Path) -> None:
 @pytest.mark.parametrize("shell", ["bash", "sh"])
 @pytest.mark.parametrize("value", PLANTED)
 def test_set_env_value_is_data(shell: str, value: str, box: Path) -> None:
-    line = A.render(A.SetEnv("FA_DOCTOR_PROBE", value), shell) + "\n" + 'printf %s "$FA_DOCTOR_PROBE" > out'
+    line = S.render(A.SetEnv("FA_DOCTOR_PROBE", value), shell) + "\n" + 'printf %s "$FA_DOCTOR_PROBE" > out'
     _paste(shell, line, box)
     assert (box / "out").read_text() == value
     _paste(
         shell,
         "export FA_DOCTOR_PROBE=1\n"
-        + A.render(A.UnsetEnv("FA_DOCTOR_PROBE"), shell)
+        + S.render(A.UnsetEnv("FA_DOCTOR_PROBE"), shell)
         + "\necho ${FA_DOCTOR_PROBE-gone} > out",
         box,
     )
@@ -115,7 +116,7 @@ def test_move_path_moves_aside(shell: str, box: Path) -> None:
     pkg.mkdir(parents=True)
     (pkg / "__init__.abi3.so").write_bytes(b"\0")
     action = A.move_aside(str(pkg), str(site))
-    _paste(shell, A.render(action, shell), box)
+    _paste(shell, S.render(action, shell), box)
     assert not pkg.exists() and (site / "flash_attn.fa-doctor-backup" / "__init__.abi3.so").exists()
     assert site.exists()
 
@@ -154,37 +155,37 @@ def test_invalid_actions_are_refused(bad: object) -> None:
 
 def test_fish_quoting() -> None:
     q = A.Shell.FISH
-    assert A.quote("plain-1.0", q) == "plain-1.0"
-    assert A.quote("it's $(x)", q) == "'it\\'s $(x)'"
-    assert A.quote("a\\b", q) == "'a\\\\b'"
-    assert A.quote("~", q) == "'~'"
-    assert A.render(A.SetEnv("X", "a b"), q) == "set -gx X 'a b'"
-    assert A.render(A.UnsetEnv("X"), q) == "set -e X"
+    assert S.quote("plain-1.0", q) == "plain-1.0"
+    assert S.quote("it's $(x)", q) == "'it\\'s $(x)'"
+    assert S.quote("a\\b", q) == "'a\\\\b'"
+    assert S.quote("~", q) == "'~'"
+    assert S.render(A.SetEnv("X", "a b"), q) == "set -gx X 'a b'"
+    assert S.render(A.UnsetEnv("X"), q) == "set -e X"
     pip = A.PipInstall("/p y/python", ("a>=1",), ("--no-deps",), ("torch==2",), (("MAX_JOBS", "4"),))
     assert (
-        A.render(pip, q)
+        S.render(pip, q)
         == "printf '%s\\n' torch==2 | env MAX_JOBS=4 '/p y/python' -m pip install --no-deps -c /dev/stdin 'a>=1'"
     )
 
 
 def test_powershell_quoting() -> None:
     q = A.Shell.POWERSHELL
-    assert A.quote("a'b\u2019c", q) == "'a''b\u2019\u2019c'"
-    assert A.quote("$(x) `y`", q) == "'$(x) `y`'"
-    assert A.render(A.SetEnv("X", "1"), q) == "$env:X = '1'"
-    assert A.render(A.UnsetEnv("X"), q) == "Remove-Item Env:X -ErrorAction SilentlyContinue"
-    assert A.render(A.RunCommand(("nvidia-smi", "--")), q) == "& 'nvidia-smi' '--'"
+    assert S.quote("a'b\u2019c", q) == "'a''b\u2019\u2019c'"
+    assert S.quote("$(x) `y`", q) == "'$(x) `y`'"
+    assert S.render(A.SetEnv("X", "1"), q) == "$env:X = '1'"
+    assert S.render(A.UnsetEnv("X"), q) == "Remove-Item Env:X -ErrorAction SilentlyContinue"
+    assert S.render(A.RunCommand(("nvidia-smi", "--")), q) == "& 'nvidia-smi' '--'"
     mv = A.move_aside("/s/flash_attn", "/s")
-    assert A.render(mv, q) == "Move-Item -LiteralPath '/s/flash_attn' -Destination '/s/flash_attn.fa-doctor-backup'"
+    assert S.render(mv, q) == "Move-Item -LiteralPath '/s/flash_attn' -Destination '/s/flash_attn.fa-doctor-backup'"
     pip = A.PipInstall("/py", ("x",), (), ("torch==2",), (("MAX_JOBS", "4"),))
-    assert A.render(pip, q) == "$env:MAX_JOBS = '4'; 'torch==2' | & '/py' '-m' 'pip' 'install' '-c' '/dev/stdin' 'x'"
+    assert S.render(pip, q) == "$env:MAX_JOBS = '4'; 'torch==2' | & '/py' '-m' 'pip' 'install' '-c' '/dev/stdin' 'x'"
 
 
 @pytest.mark.skipif(shutil.which("fish") is None, reason="fish not installed")
 def test_fish_reads_back_the_argv(box: Path) -> None:
     python = str(box / "python")
     action = A.RunCommand((python, *PLANTED))
-    (rec,) = _paste("fish", A.render(action, "fish"), box)
+    (rec,) = _paste("fish", S.render(action, "fish"), box)
     assert rec["argv"] == PLANTED
 
 
@@ -204,11 +205,11 @@ def test_describe_and_dict_cover_every_kind() -> None:
         d = A.to_dict(action)
         assert d["kind"] == A.KINDS[type(action)]
         json.dumps(d)
-        assert A.describe(action)
+        assert S.describe(action)
         for shell in A.Shell:
-            assert A.render(action, shell)
+            assert S.render(action, shell)
     assert A.to_dict(every[2])["env"] == {"MAX_JOBS": "4"}
-    assert A.render(every[6]) == "fa-doctor fix --unset-override --set 3 --env-file /etc/x.env"
+    assert S.render(every[6]) == "fa-doctor fix --unset-override --set 3 --env-file /etc/x.env"
     assert A.invocation(every[0]) is None
 
 
@@ -221,7 +222,7 @@ _WORD = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters
 @given(st.lists(_WORD, min_size=1, max_size=5))
 def test_any_words_survive_bash_and_sh(words: list[str]) -> None:
     """Property: whatever the words, the shell's printf builtin receives exactly them."""
-    line = A.render(A.RunCommand(("printf", "%s\\0", *words)), "bash")
+    line = S.render(A.RunCommand(("printf", "%s\\0", *words)), "bash")
     for shell in ("bash", "sh"):
         out = subprocess.run(
             [shell, "-c", line], capture_output=True, timeout=10, env={"LC_ALL": "C.UTF-8"}, cwd=_SCRATCH
@@ -235,7 +236,7 @@ def test_any_words_survive_bash_and_sh(words: list[str]) -> None:
 @settings(max_examples=40, deadline=None)
 @given(st.lists(_WORD.filter(lambda w: "\x1f" not in w), min_size=1, max_size=4))
 def test_any_words_survive_fish(words: list[str]) -> None:
-    line = A.render(A.RunCommand(("printf", "%s\\x1f", *words)), "fish")
+    line = S.render(A.RunCommand(("printf", "%s\\x1f", *words)), "fish")
     out = subprocess.run(["fish", "--no-config", "-c", line], capture_output=True, timeout=20, cwd=_SCRATCH)
     assert out.returncode == 0, out.stderr
     assert out.stdout.decode("utf-8", "surrogateescape").split("\x1f")[:-1] == words

@@ -12,28 +12,22 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fa_doctor"
 # The floors of docs/architecture.md, lowest first. A module may import (at any depth, lazily included; typing-only
 # imports excepted) only modules of its own floor or of a floor below; the most specific prefix names the floor.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("fa_doctor.catalog",),  # ecosystem facts as data: imports nothing else of fa_doctor (but @frozen)
+    ("fa_doctor.catalog",),  # ecosystem facts as data: imports nothing else of fa_doctor
+    ("fa_doctor.model",),  # the data types: facts, findings, actions, results; no I/O, no shell text
     (
-        "fa_doctor.proc",
-        "fa_doctor.scrub",
-        "fa_doctor.lines",
-        "fa_doctor.requirements",
-        "fa_doctor.families",
-    ),
-    ("fa_doctor.interrupt",),
-    ("fa_doctor.probes",),
-    ("fa_doctor.facts", "fa_doctor.actions", "fa_doctor.plan.intents"),
-    ("fa_doctor.finding", "fa_doctor.contain"),
-    ("fa_doctor.derive",),
-    ("fa_doctor.plan",),
-    ("fa_doctor.knowledge",),
-    ("fa_doctor.smoke",),
-    ("fa_doctor.checks",),
-    ("fa_doctor.fixes",),
-    ("fa_doctor.result", "fa_doctor.fleet"),
-    ("fa_doctor.render",),
-    ("fa_doctor.commands",),
-    ("fa_doctor.cli", "fa_doctor.entry", "fa_doctor.__main__"),
+        "fa_doctor.render.shell",
+        "fa_doctor.render.scrub",
+    ),  # shell text and secret scrubbing: every floor above asks them
+    ("fa_doctor.process",),  # subprocesses, signals, supervised children, atomic writes
+    ("fa_doctor.probes",),  # every read of the disk or of a process that gathers a fact
+    ("fa_doctor.diagnose",),  # derive, checks, planning: pure functions of the facts
+    ("fa_doctor.knowledge",),  # the error table explain and the smoke test share
+    ("fa_doctor.smoke",),  # the kernel test: child, runner, step, verdict cache, its findings
+    ("fa_doctor.fix",),  # carrying out repairs: env files, fix --apply
+    ("fa_doctor.fleet",),  # many nodes' reports as one
+    ("fa_doctor.render",),  # every format
+    ("fa_doctor.commands",),  # one module per command, thin scripts over the pipeline
+    ("fa_doctor.cli", "fa_doctor.entry", "fa_doctor.__main__"),  # typer
 )
 # Third-party modules only the top floors may load (the terminal belongs to render and the CLI).
 THIRD_PARTY = {"rich": "fa_doctor.render"}
@@ -113,10 +107,7 @@ def test_catalog_imports_nothing_else() -> None:
     for name, path in MODULES.items():
         if name.startswith("fa_doctor.catalog"):
             own = {
-                i
-                for i in imports(path, False)
-                if i.startswith("fa_doctor")
-                and not i.startswith("fa_doctor.catalog")
+                i for i in imports(path, False) if i.startswith("fa_doctor") and not i.startswith("fa_doctor.catalog")
             }
             assert not own, f"{name} imports {sorted(own)}"
 
@@ -152,3 +143,20 @@ def test_no_import_cycle() -> None:
     for name in sorted(graph):
         if name not in state:
             visit(name, [name])
+
+
+def test_model_is_data_only() -> None:
+    """fa_doctor/model/ holds the types: no I/O (no process, file or OS module, no probe) and no shell text."""
+    banned = {"os", "subprocess", "shlex", "shutil", "pathlib", "socket", "tempfile", "io", "signal"}
+    for name, path in MODULES.items():
+        if not name.startswith("fa_doctor.model"):
+            continue
+        found = imports(path, False)
+        assert not found & banned, f"{name} imports {sorted(found & banned)}"
+        up = {
+            i
+            for i in found
+            if i.startswith("fa_doctor.") and not i.startswith(("fa_doctor.model", "fa_doctor.catalog"))
+        }
+        assert not up, f"{name} imports {sorted(up)}"
+        assert "open(" not in path.read_text(encoding="utf-8"), f"{name} opens a file"

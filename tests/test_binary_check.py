@@ -16,13 +16,14 @@ from fakeenv import FIXTURES, FakeEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fa_doctor.checks import binary
-from fa_doctor.checks.binary import check_binaries, parse_gpu_arch
-from fa_doctor.derive.inventory import assess_all
-from fa_doctor.facts import Facts
-from fa_doctor.finding import Finding, Severity
-from fa_doctor.plan.planner import plan
+from fa_doctor.diagnose.checks import binary
+from fa_doctor.diagnose.checks.binary import check_binaries, parse_gpu_arch
+from fa_doctor.diagnose.derive.inventory import assess_all
+from fa_doctor.diagnose.plan.planner import plan
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.probes.extensions import PATTERNS
+from fa_doctor.render.shell import finding_dict
 
 PY = f"{sys.version_info[0]}{sys.version_info[1]}"
 FA2_SO = f"flash_attn_2_cuda.cpython-{PY}-x86_64-linux-gnu.so"
@@ -93,7 +94,7 @@ def failing(findings: list[Finding]) -> list[str]:
 def assert_remedied(findings: list[Finding]) -> None:
     """Every non-ok finding has commands, and every finding survives the JSON renderer's round trip."""
     for f in findings:
-        assert json.loads(json.dumps(f.to_dict())) == json.loads(json.dumps(f.to_dict(), default=str))
+        assert json.loads(json.dumps(finding_dict(f))) == json.loads(json.dumps(finding_dict(f), default=str))
         if f.severity is not Severity.OK:
             assert f.remedies and all(commands_of(f)), f"{f.id} has no commands"
 

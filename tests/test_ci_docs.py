@@ -20,11 +20,13 @@ from typing import Any
 
 import junitparser
 import pytest
+import typer.main
 import yaml
 from markdown_it import MarkdownIt
 
-from fa_doctor.cli.parse import UsageError, parse
-from fa_doctor.cli.spec import COMMANDS
+from fa_doctor.cli.app import UsageError, app
+
+COMMANDS = typer.main.get_command(app).commands  # type: ignore[attr-defined]
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "ci.md"
 BIN = Path(sys.executable).parent
@@ -98,10 +100,10 @@ def check_command_line(args: list[str]) -> None:
     assert args and args[0] in COMMANDS, f"not a fa-doctor command: {args}"
     if args[0] == "exec":
         assert "--" in args and args.index("--") < len(args) - 1, f"exec needs `-- COMMAND`: {args}"
-    try:
-        parse(args, {})
+    try:  # click parses and checks every value, and runs nothing
+        COMMANDS[args[0]].make_context(args[0], args[1:])
     except UsageError as exc:
-        raise AssertionError(f"fa-doctor {shlex.join(args)}: {exc.message}") from None
+        raise AssertionError(f"fa-doctor {shlex.join(args)}: {exc.format_message()}") from None
 
 
 @pytest.mark.parametrize("name", sorted(BLOCKS))

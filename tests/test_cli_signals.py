@@ -3,7 +3,7 @@ document, and exit 130/143/129; afterwards no process of the run is left (proces
 
 Deterministic: a test never races the child with a sleep. It waits for a condition (a marker process in the
 process table), or it has fa-doctor stop at a named point of its run (`FA_DOCTOR_TEST_PAUSE_AT`, see
-`fa_doctor.interrupt.checkpoint`): the child announces the point on a pipe, waits, and the signal the test then
+`fa_doctor.process.interrupt.checkpoint`): the child announces the point on a pipe, waits, and the signal the test then
 sends is delivered at exactly that instruction. Every point of the run is tried with every signal.
 """
 

@@ -14,7 +14,7 @@ import pytest
 
 from fa_doctor.commands.exec import ExecOptions, plan
 from fa_doctor.commands.launch import parse_launch, split_string
-from fa_doctor.commands.options import CheckOptions
+from fa_doctor.model.options import CheckOptions
 from fa_doctor.probes.environment import OVERRIDE
 
 

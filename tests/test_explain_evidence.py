@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from fa_doctor.facts import Facts
-from fa_doctor.finding import Finding, Severity
 from fa_doctor.knowledge import explain
 from fa_doctor.knowledge.features import featurise
 from fa_doctor.knowledge.match import normalise
 from fa_doctor.knowledge.verify import CONFIRMED, RULED_OUT, reweigh, verdicts
-from fa_doctor.probes.distributions import DistributionScan
-from fa_doctor.probes.gpu import GpuDevice, GpuFacts
-from fa_doctor.probes.target import TargetFacts
-from fa_doctor.probes.torch_build import TorchBuild
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Finding, Severity
+from fa_doctor.model.install import DistributionScan
+from fa_doctor.model.machine import GpuDevice, GpuFacts, TargetFacts, TorchBuild
 
 
 def ev(text: str) -> dict[str, str]:

@@ -12,6 +12,7 @@ import pytest
 
 from fa_doctor.knowledge import CATEGORIES, KnowledgeError, load, markdown
 from fa_doctor.knowledge.base import SMOKE_CAUSES, parse
+from fa_doctor.render.shell import remedy_lines
 from fa_doctor.smoke.classify import CAUSES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +42,7 @@ def test_confirm_with_names_documented_findings() -> None:
 def test_remedy_commands_are_single_lines() -> None:
     for e in load():
         for r in e.remedies:
-            assert r.text.strip() and all("\n" not in c for c in r.lines()), e.id
+            assert r.text.strip() and all("\n" not in c for c in remedy_lines(r)), e.id
 
 
 def test_docs_errors_md_is_generated_from_the_json() -> None:

@@ -18,9 +18,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import explain_fit  # noqa: E402
 import explain_loro  # noqa: E402
+from explain_learn import Corpus, ece, fit, in_sample, loro, probabilities, repository  # noqa: E402
 
 from fa_doctor.knowledge import explain  # noqa: E402
-from explain_learn import Corpus, ece, fit, in_sample, loro, probabilities, repository  # noqa: E402
 from fa_doctor.knowledge.model import from_json, stored, to_json  # noqa: E402
 
 

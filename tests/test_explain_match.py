@@ -11,13 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fa_doctor.facts import Facts
 from fa_doctor.knowledge import MAX_CHARS, NO_MATCH, explain, load
 from fa_doctor.knowledge.match import normalise
-from fa_doctor.probes.distributions import DistributionScan
-from fa_doctor.probes.gpu import GpuDevice, GpuFacts
-from fa_doctor.probes.target import TargetFacts
-from fa_doctor.probes.torch_build import TorchBuild
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.install import DistributionScan
+from fa_doctor.model.machine import GpuDevice, GpuFacts, TargetFacts, TorchBuild
+from fa_doctor.render.shell import remedy_lines
 
 SO = "/home/alice/venv/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so"
 ABI = f"ImportError: {SO}: undefined symbol: _ZN3c104cuda9SetDeviceEi"
@@ -176,7 +175,7 @@ def test_hostile_values_stay_data() -> None:
     text = "ValueError: Invalid version: self.fa_impl_ver=$(rm -rf ~)"
     m = explain(text)[0]
     assert m.extracted["fa_impl_ver"] == "$(rm"  # cut at whitespace, and only ever shown, never run
-    assert all("rm -rf" not in c for r in m.remedies for c in r.lines())
+    assert all("rm -rf" not in c for r in m.remedies for c in remedy_lines(r))
 
 
 # ---------------------------------------------------------------------------------------------- the Match type
@@ -229,10 +228,10 @@ def _facts(torch: str = "2.9.0+cu128", abi: bool = True, libc: str = "glibc 2.31
 def test_facts_make_remedies_exact() -> None:
     generic = explain(ABI)[0].remedies
     exact = explain(ABI, facts=_facts())[0].remedies
-    assert any("python -m pip" in c or "python -c" in c for r in generic for c in r.lines())
+    assert any("python -m pip" in c or "python -c" in c for r in generic for c in remedy_lines(r))
     assert "torch 2.9.0+cu128" in exact[0].text and "cxx11abiTRUE" in exact[0].text
-    assert all("{python}" not in c for r in exact for c in r.lines())
-    assert any("/srv/venv/bin/python" in c for r in exact for c in r.lines())
+    assert all("{python}" not in c for r in exact for c in remedy_lines(r))
+    assert any("/srv/venv/bin/python" in c for r in exact for c in remedy_lines(r))
     glibc = "libc.so.6: version `GLIBC_2.32' not found (required by x.so)"
     assert "glibc 2.31" in explain(glibc, facts=_facts())[0].remedies[0].text
     arch = "RuntimeError: FlashAttention only supports Ampere GPUs or newer."

@@ -16,7 +16,8 @@ import pytest
 from fakeenv import FakeEnv
 from test_cli_signals import paused
 
-from fa_doctor.actions import BuildFromClone, PipUninstall, render
+from fa_doctor.model.actions import BuildFromClone, PipUninstall
+from fa_doctor.render.shell import render
 
 
 def two_copies(fenv: FakeEnv, tmp_path: Path, *names: tuple[str, str, str]) -> dict[str, str]:
@@ -46,7 +47,7 @@ def test_duplicate_torch_plan_moves_only_the_shadowed_metadata(cli: Any, fenv: F
 
 def test_timeout_reaches_each_step(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from fa_doctor.commands import fix
-    from fa_doctor.result import Result
+    from fa_doctor.model.result import Result
 
     seen: list[float | None] = []
 
@@ -76,7 +77,7 @@ def test_ctrl_c_between_steps_reports_what_ran_and_undoes_it(fenv: FakeEnv, tmp_
 
 
 def test_apply_never_runs_an_uninstall_of_torch(fenv: FakeEnv) -> None:
-    from fa_doctor.fixes.apply import apply
+    from fa_doctor.fix.apply import apply
 
     fenv.torch()
     result = apply([PipUninstall(fenv.python, ("torch",))], python=fenv.python, timeout=30)

@@ -12,7 +12,8 @@ import pytest
 from fakeenv import FakeEnv
 
 from fa_doctor.commands.fix import plan_steps
-from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.render.shell import fix_command
 
 
 def fa_doctor(
@@ -106,7 +107,7 @@ def test_apply_without_a_terminal_needs_yes(tmp_path: Path) -> None:
 
 
 def test_plan_steps_pick_one_runnable_remedy_per_finding_worst_first(fenv: FakeEnv) -> None:
-    from fa_doctor.actions import MovePath, RunCommand, UnsetEnv
+    from fa_doctor.model.actions import MovePath, RunCommand, UnsetEnv
 
     root = str(fenv.site)
     move = MovePath(f"{root}/flash_attn", f"{root}/flash_attn.bak", root)
@@ -133,19 +134,19 @@ def test_exclusive_modes_are_usage_errors(cli: Any, args: list[str]) -> None:
 
 
 def test_fix_command_names_only_what_fix_can_do() -> None:
-    from fa_doctor.actions import MovePath, RunCommand, SetEnv, UnsetEnv
+    from fa_doctor.model.actions import MovePath, RunCommand, SetEnv, UnsetEnv
 
     move = MovePath("/opt/p/flash_attn", "/opt/p/flash_attn.bak", "/opt/p")
     assert (
-        Remedy("m", actions=(move,)).fix_command("package.unmanaged")
+        fix_command(Remedy("m", actions=(move,)), "package.unmanaged")
         == "fa-doctor fix --apply --only package.unmanaged"
     )
-    assert Remedy("u", actions=(UnsetEnv("SGLANG_FLASHATTENTION_VERSION"),)).fix_command("override.invalid") == (
+    assert fix_command(Remedy("u", actions=(UnsetEnv("SGLANG_FLASHATTENTION_VERSION"),)), "override.invalid") == (
         'eval "$(fa-doctor fix --unset-override)"'
     )
-    assert Remedy("d", actions=(RunCommand(("nvidia-smi",)),)).fix_command("gpu.none") is None
-    assert Remedy("c", actions=(SetEnv("CUDA_VISIBLE_DEVICES", "0"),)).fix_command("gpu.mixed") is None
-    assert Remedy("m", actions=(move,)).fix_command("explain.match") is None
+    assert fix_command(Remedy("d", actions=(RunCommand(("nvidia-smi",)),)), "gpu.none") is None
+    assert fix_command(Remedy("c", actions=(SetEnv("CUDA_VISIBLE_DEVICES", "0"),)), "gpu.mixed") is None
+    assert fix_command(Remedy("m", actions=(move,)), "explain.match") is None
 
 
 def test_a_repair_that_moves_torch_is_held_back_and_said(cli: Any, fenv: FakeEnv, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fa_doctor.fixes.envfile import MAX_BYTES, edit, rewrite
+from fa_doctor.fix.envfile import MAX_BYTES, edit, rewrite
 
 N = "SGLANG_FLASHATTENTION_VERSION"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fa_doctor.fixes.envfile import edit
+from fa_doctor.fix.envfile import edit
 
 N = "SGLANG_FLASHATTENTION_VERSION"
 U16 = "\ufeff"

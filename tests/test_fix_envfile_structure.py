@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fa_doctor.fixes.envfile import edit
+from fa_doctor.fix.envfile import edit
 
 N = "SGLANG_FLASHATTENTION_VERSION"
 SH_CHECKERS = [("bash", "-n"), ("dash", "-n"), ("zsh", "-n")]

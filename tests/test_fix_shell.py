@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fa_doctor.fixes.shell import SHELLS, detect_shell, eval_hint, override_code
+from fa_doctor.probes.shell import detect_shell
+from fa_doctor.render.shell import SHELLS, eval_hint, override_code
 
 N = "SGLANG_FLASHATTENTION_VERSION"
 HOSTILE = [
@@ -22,7 +23,7 @@ HOSTILE = [
     "; touch PWNED",
 ]
 # The code is produced by a child (as `fa-doctor fix --unset-override` would be) and evaluated by the shell.
-PRODUCER = f"{sys.executable} -c 'import sys; from fa_doctor.fixes.shell import override_code as c; "
+PRODUCER = f"{sys.executable} -c 'import sys; from fa_doctor.render.shell import override_code as c; "
 PRODUCER += "sys.stdout.write(c(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None))'"
 POSIX = [s for s in ("bash", "sh", "dash", "zsh") if shutil.which(s)]
 
@@ -117,7 +118,7 @@ def test_detect_shell(probed: str | None, env_shell: str | None, expected: str) 
 def test_detect_shell_from_the_real_parent(tmp_path: Path, shell: str, expected: str) -> None:
     if shutil.which(shell) is None:
         pytest.skip(f"{shell} is not installed")
-    code = "from fa_doctor.fixes.shell import detect_shell; print(detect_shell({}))"
+    code = "from fa_doctor.probes.shell import detect_shell; print(detect_shell({}))"
     # `; true` keeps the shell alive as python's parent (a lone command would be exec'd in its place)
     done = run_shell([shell, "-c"], f"{sys.executable} -c '{code}'; true", tmp_path, "3")
     assert done.stdout.strip() == expected, done.stderr

@@ -19,10 +19,10 @@ from fa_doctor.fleet.merge import Merger
 from fa_doctor.fleet.model import Refused, Unreachable
 from fa_doctor.fleet.read import Document
 from fa_doctor.fleet.verdict import fleet_result
+from fa_doctor.model.result import Result
 from fa_doctor.render.base import FORMATS
 from fa_doctor.render.boundary import prepare
 from fa_doctor.render.fleet.junit import FleetJunitRenderer
-from fa_doctor.result import Result
 
 GOLDEN = Path(__file__).parent / "golden"
 EVIL = "gpu-\x1b[2K\x1b]0;pwned\x07<b>|`x`</b>\n::error::owned & \u202e"

@@ -1,4 +1,4 @@
-"""fa_doctor.proc: bounded reads, nothing left behind, one registry the signal handler can end.
+"""fa_doctor.process.proc: bounded reads, nothing left behind, one registry the signal handler can end.
 
 Every test checks the process table afterwards, by a marker of its own (a unique `sleep` duration in the
 command line), not by the token the code under test looks for.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fa_doctor import proc
+from fa_doctor.process import proc
 
 _serial = itertools.count()
 
@@ -180,7 +180,7 @@ def test_an_exception_inside_collect_kills_the_child(tmp_path: Path) -> None:
 def test_exit_hook_ends_children_never_collected(tmp_path: Path) -> None:
     """An early probe abandoned by a usage error: the interpreter exits, the child goes too."""
     m = marker()
-    code = f"from fa_doctor import proc\nproc.Child(['sleep', '{m}'])\nraise SystemExit(2)\n"
+    code = f"from fa_doctor.process import proc\nproc.Child(['sleep', '{m}'])\nraise SystemExit(2)\n"
     done = subprocess.run([sys.executable, "-c", code], timeout=30, capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     assert leftovers(m) == []

@@ -24,7 +24,7 @@ from fa_doctor.smoke.runner import run_smoke
 
 DRIVER = """
 import json, os, signal, sys, threading, time
-from fa_doctor import proc
+from fa_doctor.process import proc
 from fa_doctor.smoke import SmokeTarget
 from fa_doctor.smoke.runner import run_smoke
 

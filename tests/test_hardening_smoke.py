@@ -19,9 +19,10 @@ import pytest
 from smoke_fakes.scenarios import FA4, FAKES, child_env
 from test_hardening_proc import leftovers, marker, script
 
-from fa_doctor.checks.smoke import smoke_findings
-from fa_doctor.finding import Remedy
+from fa_doctor.model.finding import Remedy
+from fa_doctor.render.shell import finding_dict
 from fa_doctor.smoke import SmokeResult, SmokeTarget
+from fa_doctor.smoke.findings import smoke_findings
 from fa_doctor.smoke.runner import run_smoke
 
 PYTHON = sys.executable
@@ -95,7 +96,7 @@ def test_malformed_events_neither_crash_nor_leak_into_the_report(tmp_path: Path)
     assert [c.error for c in result.cases][:2] == ["s", "['x']: {'a': 1}"]
     assert result.error is not None
     for finding in smoke_findings(result, reinstall=reinstall):
-        json.dumps(finding.to_dict(), allow_nan=False)
+        json.dumps(finding_dict(finding), allow_nan=False)
 
 
 def test_case_events_with_garbage_numbers_are_failed_cases_not_crashes(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Knob facts, as read in the released code (fa_doctor/checks/knobs.py docstring): one test per rule."""
+"""Knob facts, as read in the released code (fa_doctor/diagnose/checks/knobs.py docstring): one test per rule."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 from conftest import gpu_env
 from fakeenv import H200, FakeEnv
 
-from fa_doctor.actions import SetEnv, UnsetEnv
-from fa_doctor.checks.knobs import check_knobs
-from fa_doctor.facts import Facts
-from fa_doctor.finding import Finding, Severity
-from fa_doctor.probes.distributions import Distribution, DistributionScan
-from fa_doctor.probes.gpu import GpuDevice, GpuFacts
-from fa_doctor.probes.target import TargetFacts
+from fa_doctor.diagnose.checks.knobs import check_knobs
+from fa_doctor.model.actions import SetEnv, UnsetEnv
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Finding, Severity
+from fa_doctor.model.install import Distribution, DistributionScan
+from fa_doctor.model.machine import GpuDevice, GpuFacts, TargetFacts
+from fa_doctor.render.shell import remedy_lines
 
 
 def facts(env: dict[str, str], *caps: tuple[int, int], dists: dict[str, str] | None = None) -> Facts:
@@ -201,7 +201,7 @@ def test_every_remedy_is_an_action_and_every_value_is_shown_escaped() -> None:
     for f in found:
         assert "\n" not in f.title + f.detail, f
         assert f.remedies and all(r.actions for r in f.remedies)
-        assert all("PWNED" not in c for r in f.remedies for c in r.lines())
+        assert all("PWNED" not in c for r in f.remedies for c in remedy_lines(r))
 
 
 # ---- end to end, through the real CLI against a fake environment ------------------------------------------------

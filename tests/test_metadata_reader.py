@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from fa_doctor.derive.inventory import missing_files
-from fa_doctor.probes.distributions import Distribution, _direct_url, scan_distributions
+from fa_doctor.diagnose.derive.inventory import missing_files
+from fa_doctor.model.install import Distribution
+from fa_doctor.probes.distributions import _direct_url, scan_distributions
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dist-info"
 

@@ -11,11 +11,12 @@ import pytest
 from conftest import gpu_env
 from fakeenv import FakeEnv
 
-from fa_doctor.checks.node import compare_smoke
-from fa_doctor.commands import smoke_step
 from fa_doctor.commands.check import CheckOptions, gather
-from fa_doctor.probes.gpu import GpuDevice
+from fa_doctor.diagnose.checks.node import compare_smoke
+from fa_doctor.model.machine import GpuDevice
+from fa_doctor.render.shell import remedy_lines
 from fa_doctor.smoke import runner
+from fa_doctor.smoke import step as smoke_step
 
 H200S = [f"{i}, GPU-{i:08d}-0000-4000-8000-000000000000, NVIDIA H200, 9.0, 143771" for i in range(4)]
 B200_AT_2 = "2, GPU-0000b200-0000-4000-8000-000000000000, NVIDIA B200, 10.0, 183359"
@@ -75,7 +76,7 @@ def test_compare_smoke_flags_one_bad_gpu() -> None:
     findings = compare_smoke("fa4", [(dev(0), "passed"), (dev(1), "crashed"), (dev(2), "passed")])
     (finding,) = findings
     assert finding.id == "smoke.inconsistent" and finding.severity.value == "fail"
-    assert "GPU 1" in finding.detail and "export CUDA_VISIBLE_DEVICES=0,2" in finding.remedies[0].lines()
+    assert "GPU 1" in finding.detail and "export CUDA_VISIBLE_DEVICES=0,2" in remedy_lines(finding.remedies[0])
     assert compare_smoke("fa4", [(dev(0), "passed"), (dev(1), "passed")]) == []
     assert compare_smoke("fa4", [(dev(0), "timeout")]) == []
 
@@ -147,8 +148,8 @@ def test_broken_installs_are_still_smoke_tested(fenv: FakeEnv, tmp_path: Path, m
     fenv.fa4(core=False)
     for key, value in gpu_env(tmp_path, H200S[0]).items():
         monkeypatch.setenv(key, value)
-    from fa_doctor.derive.inventory import assess_all
-    from fa_doctor.derive.selection import select
+    from fa_doctor.diagnose.derive.inventory import assess_all
+    from fa_doctor.diagnose.derive.selection import select
 
     facts = gather(CheckOptions(python=fenv.python), {})
     states = assess_all(facts)

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fa_doctor.commands.check import CheckOptions, gather, run_checks
-from fa_doctor.derive import derive
-from fa_doctor.facts import Facts
+from fa_doctor.diagnose.derive import derive
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.result import Result as Report
 from fa_doctor.probes.environment import OVERRIDE
-from fa_doctor.result import Result as Report
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fa_doctor.model.machine import GpuDevice, GpuFacts
 from fa_doctor.probes import gpu
-from fa_doctor.probes.gpu import GpuDevice, GpuFacts, parse_visible_devices, probe_gpus
+from fa_doctor.probes.gpu import parse_visible_devices, probe_gpus
 
 UUID0 = "GPU-5f1e2d3c-0000-1111-2222-333344445555"
 UUID1 = "GPU-a2b3c4d5-6666-7777-8888-9999aaaabbbb"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fa_doctor.probes.torch_build import TorchBuild, read_torch_build
+from fa_doctor.model.machine import TorchBuild
+from fa_doctor.probes.torch_build import read_torch_build
 
 VENV_SITE = Path(sysconfig.get_paths()["purelib"])
 REAL_TORCH = VENV_SITE / "torch"

@@ -14,11 +14,11 @@ import pytest
 from conftest import gather_facts, gpu_env, vary
 from fakeenv import B200, FIXTURES, H200, FakeEnv
 
-from fa_doctor import actions as A
 from fa_doctor.catalog import ecosystem, knobs, releases
-from fa_doctor.finding import Remedy
-from fa_doctor.plan import recipes
-from fa_doctor.plan.torch import torch_channel
+from fa_doctor.diagnose.plan import recipes
+from fa_doctor.diagnose.plan.torch import torch_channel
+from fa_doctor.model import actions as A
+from fa_doctor.model.finding import Remedy
 
 SGLANG_METADATA = (FIXTURES / "sglang-0.5.23.dist-info" / "METADATA").read_text(encoding="utf-8")
 
@@ -234,8 +234,8 @@ def test_sglang_kernel_remedy_follows_the_servers_pin(fenv: FakeEnv) -> None:
 
 
 def test_orjson_is_sglangs_requirement_not_the_dsl(fenv: FakeEnv) -> None:
-    from fa_doctor.checks import unmet
-    from fa_doctor.plan.planner import expand
+    from fa_doctor.diagnose.checks import unmet
+    from fa_doctor.diagnose.plan.planner import expand
     from fa_doctor.smoke.classify import ImportProblem
 
     _sglang_over_torch_2_11(fenv)

@@ -10,13 +10,14 @@ import pytest
 from conftest import gather_facts, gpu_env, vary
 from fakeenv import H200, FakeEnv
 
-from fa_doctor import actions as A
-from fa_doctor.checks import remedies, unmet
-from fa_doctor.derive.requires import requires
-from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.plan import recipes
-from fa_doctor.plan.planner import expand
-from fa_doctor.plan.torch import torch_channel
+from fa_doctor.diagnose.checks import remedies, unmet
+from fa_doctor.diagnose.derive.requires import requires
+from fa_doctor.diagnose.plan import recipes
+from fa_doctor.diagnose.plan.planner import expand
+from fa_doctor.diagnose.plan.torch import torch_channel
+from fa_doctor.model import actions as A
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.render.shell import finding_dict, fix_command, remedy_lines
 from fa_doctor.smoke.classify import ImportProblem
 
 
@@ -117,7 +118,7 @@ def test_planted_requirement_is_refused(fenv: FakeEnv) -> None:
     facts = gather_facts(fenv)
     assert requires(facts, facts.scan.first("sglang"), "sglang-kernel") is None  # type: ignore[arg-type]
     (remedy,) = recipes.reinstall(facts, "fa3-sgl")
-    assert all("PWNED" not in c for c in remedy.lines())
+    assert all("PWNED" not in c for c in remedy_lines(remedy))
 
 
 def test_missing_module_is_attributed_to_the_server(fenv: FakeEnv) -> None:
@@ -142,19 +143,19 @@ def test_remedy_three_only_when_something_pins(fenv: FakeEnv) -> None:
     facts = gather_facts(fenv)
     assert not remedies.pinned(facts)
     assert remedies.pinned(vary(facts, env={"SGLANG_FLASHATTENTION_VERSION": "3"}))
-    assert remedies.auto_detect(facts).lines() == ("fa-doctor check",)
+    assert remedy_lines(remedies.auto_detect(facts)) == ("fa-doctor check",)
 
 
 def test_fix_commands(fenv: FakeEnv) -> None:
     unset = remedies.unset_override(3)
-    assert unset.lines() == ("unset SGLANG_FLASHATTENTION_VERSION", "export SGLANG_FLASHATTENTION_VERSION=3")
-    assert unset.fix_command("override.invalid") == 'eval "$(fa-doctor fix --unset-override)"'
-    assert remedies.auto_detect().fix_command("x") == 'eval "$(fa-doctor fix --unset-override)"'
-    assert Remedy("text only").fix_command("x") is None
-    d = Finding("a.b", Severity.FAIL, "t", remedies=(unset,)).to_dict()["remedies"][0]
+    assert remedy_lines(unset) == ("unset SGLANG_FLASHATTENTION_VERSION", "export SGLANG_FLASHATTENTION_VERSION=3")
+    assert fix_command(unset, "override.invalid") == 'eval "$(fa-doctor fix --unset-override)"'
+    assert fix_command(remedies.auto_detect(), "x") == 'eval "$(fa-doctor fix --unset-override)"'
+    assert fix_command(Remedy("text only"), "x") is None
+    d = finding_dict(Finding("a.b", Severity.FAIL, "t", remedies=(unset,)))["remedies"][0]
     assert d["actions"][0] == {"kind": "unset-env", "name": "SGLANG_FLASHATTENTION_VERSION"}
     assert d["fix"].startswith("eval")
-    assert dataclasses.replace(unset).lines() == unset.lines()  # no doubled lines
+    assert remedy_lines(dataclasses.replace(unset)) == remedy_lines(unset)  # no doubled lines
 
 
 def test_stray_module_is_moved_not_deleted(cli: Any, fenv: FakeEnv, tmp_path: Path, monkeypatch: Any) -> None:

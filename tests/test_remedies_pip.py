@@ -19,11 +19,12 @@ from conftest import gather_facts, gpu_env
 from fakeenv import FIXTURES, H200, FakeEnv
 from packaging.requirements import Requirement
 
-from fa_doctor import actions as A
 from fa_doctor.catalog import urls
-from fa_doctor.derive.requires import requirement, server
-from fa_doctor.families import normalize
-from fa_doctor.plan import recipes
+from fa_doctor.catalog.families import normalize
+from fa_doctor.diagnose.derive.requires import requirement, server
+from fa_doctor.diagnose.plan import recipes
+from fa_doctor.model import actions as A
+from fa_doctor.render import shell as S
 
 # sglang 0.5.23's real METADATA (139 requirements: sglang-kernel==0.4.10, torch==2.14.1, flash-attn-4>=4.0.0b18, ...).
 SGLANG_METADATA = (FIXTURES / "sglang-0.5.23.dist-info" / "METADATA").read_text(encoding="utf-8")
@@ -97,7 +98,7 @@ def dry_run(action: A.PipInstall, fenv: FakeEnv, wheels: Path, tmp_path: Path) -
         "PIP_CONFIG_FILE": os.devnull,
     }
     proc = subprocess.run(
-        ["bash", "-c", A.render(action, "bash")], env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path
+        ["bash", "-c", S.render(action, "bash")], env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path
     )
     items = json.loads(report.read_text())["install"] if report.exists() else []
     return proc.returncode, items, proc.stderr + proc.stdout
@@ -135,11 +136,11 @@ def prove(cli: Any, fenv: FakeEnv, wheels: Path, tmp_path: Path, *args: str) -> 
     checked = []
     seen: set[str] = set()
     for fid, action in pip_actions(findings):
-        if not resolvable(action) or A.render(action) in seen:
+        if not resolvable(action) or S.render(action) in seen:
             continue
-        seen.add(A.render(action))
+        seen.add(S.render(action))
         code, items, log = dry_run(action, fenv, wheels, tmp_path)
-        assert code == 0, f"{fid}: {A.render(action)}\n{log[-3000:]}"
+        assert code == 0, f"{fid}: {S.render(action)}\n{log[-3000:]}"
         installs = {normalize(i["metadata"]["name"]): i["metadata"]["version"] for i in items}
         _hold_to_rules(fid, action, installs, facts)
         checked.append(fid)
@@ -148,7 +149,7 @@ def prove(cli: Any, fenv: FakeEnv, wheels: Path, tmp_path: Path, *args: str) -> 
 
 
 def _hold_to_rules(fid: str, action: A.PipInstall, installs: dict[str, str], facts: Any) -> None:
-    line = A.render(action)
+    line = S.render(action)
     if fid.endswith("!torch"):
         # It says it replaces torch: torch goes to the version named, and nothing installed moves but what is named.
         (want,) = [r.split("==", 1)[1] for r in action.requirements if normalize(r.split("==", 1)[0]) == "torch"]
@@ -302,8 +303,8 @@ def test_explain_installs_resolve_as_checks_do(
         if not resolvable(action):
             continue
         code, items, log = dry_run(action, env, wheels, tmp_path)
-        assert code == 0, f"{fid}: {A.render(action)}\n{log[-3000:]}"
+        assert code == 0, f"{fid}: {S.render(action)}\n{log[-3000:]}"
         installs = {normalize(i["metadata"]["name"]): i["metadata"]["version"] for i in items}
-        assert "torch" not in installs, A.render(action)
+        assert "torch" not in installs, S.render(action)
         proven += 1
     assert proven, "explain printed no install to prove"

@@ -22,18 +22,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from fa_doctor.derive.selection import PhaseChoice, Selection
-from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.lines import Lines
-from fa_doctor.probes.distributions import Distribution
-from fa_doctor.probes.gpu import GpuDevice, GpuFacts
-from fa_doctor.probes.target import TargetFacts
-from fa_doctor.probes.torch_build import TorchBuild
+from fa_doctor.commands.failed import error_result, interrupted_result
+from fa_doctor.diagnose.derive.selection import PhaseChoice, Selection
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.install import Distribution
+from fa_doctor.model.lines import Lines
+from fa_doctor.model.machine import GpuDevice, GpuFacts, TargetFacts, TorchBuild
+from fa_doctor.model.result import CheckPayload, PackageRow, Result
 from fa_doctor.render.base import renderer_for
 from fa_doctor.render.github import GithubRenderer, escape_data, escape_property, workflow_command
 from fa_doctor.render.junit import JunitRenderer
 from fa_doctor.render.markdown import MarkdownRenderer, fenced, inline
-from fa_doctor.result import CheckPayload, PackageRow, Result, error_result, interrupted_result
 
 GOLDEN = Path(__file__).parent / "golden"
 HOSTILE = "50% done: a, b :: c\r\nline 2 ::error::x ##[add-mask]y | `tick` <b>&amp; [link](http://x) *em*"

@@ -20,12 +20,12 @@ import pytest
 from fakeenv import make_env
 from test_render_ci import sample
 
-from fa_doctor.finding import Finding, Severity
-from fa_doctor.lines import Lines
+from fa_doctor.model.finding import Finding, Severity
+from fa_doctor.model.lines import Lines
+from fa_doctor.model.result import Result
 from fa_doctor.render.base import renderer_for
 from fa_doctor.render.boundary import prepare
 from fa_doctor.render.escape import escape
-from fa_doctor.result import Result
 
 # What a hostile string carries after its first line: workflow commands in both forms, a fake fa-doctor line.
 TAIL = "\n::error::PWNED1\r\n  ::warning title=x::PWNED2\n##[add-mask]PWNED3\u2028::notice::PWNED4\n✓ all good  [x.y]"

@@ -11,10 +11,11 @@ import pytest
 from samples import sample
 
 from fa_doctor.cli.deliver import render
-from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.commands.failed import error_result, interrupted_result
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.result import SCHEMA, Result
 from fa_doctor.render.base import FORMATS, Renderer, renderer_for
 from fa_doctor.render.escape import escape
-from fa_doctor.result import SCHEMA, Result, error_result, interrupted_result
 
 GOLDEN = Path(__file__).parent / "golden"
 HOSTILE = "2.8.3\x1b[2;1H\x1b[2K\x1b[32mStatus: OK\x1b]0;pwned\x07\r\u202e\udcff"

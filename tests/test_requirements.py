@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fa_doctor.requirements import MAX_REQUIREMENT_LENGTH, applies, contains, parse
+from fa_doctor.diagnose.requirements import MAX_REQUIREMENT_LENGTH, applies, contains, parse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "dist-info"
 PY311 = {

@@ -22,7 +22,7 @@ from fleet_samples import REQUIREMENT, report, write
 from jsonschema import Draft202012Validator, validators
 from smoke_fakes.scenarios import FAKES, PYTHON, child_env
 
-from fa_doctor.actions import KINDS
+from fa_doctor.model.actions import KINDS
 from fa_doctor.smoke import SmokeResult, SmokeTarget, runner
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,8 +10,9 @@ import pytest
 from conftest import gather_facts, vary
 from fakeenv import make_env
 
-from fa_doctor.derive.inventory import assess_all
-from fa_doctor.derive.selection import (
+from fa_doctor.catalog.families import BY_KEY
+from fa_doctor.diagnose.derive.inventory import assess_all
+from fa_doctor.diagnose.derive.selection import (
     SGLANG_0_5_23_BACKENDS,
     PhaseChoice,
     Selection,
@@ -20,8 +21,7 @@ from fa_doctor.derive.selection import (
     select,
     sglang_default,
 )
-from fa_doctor.facts import BackendFlags, Facts
-from fa_doctor.families import BY_KEY
+from fa_doctor.model.facts import BackendFlags, Facts
 from fa_doctor.probes.sglang_source import backend_choices
 
 HOPPER, AMPERE, BLACKWELL, SM120 = (9, 0), (8, 0), (10, 0), (12, 0)

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from fa_doctor.checks.smoke import skipped_finding, smoke_findings
-from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.plan.intents import ReinstallSame
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.intents import ReinstallSame
+from fa_doctor.render.shell import finding_dict, remedy_lines
 from fa_doctor.smoke import CaseResult, SmokeResult
 from fa_doctor.smoke.classify import ImportProblem, classify
+from fa_doctor.smoke.findings import skipped_finding, smoke_findings
 
 PY = "/opt/venv/bin/python"
 PHASES = {"import": 9.1, "import_torch": 5.0, "first_call": 3.9, "check": 12.0, "total": 25.4}
@@ -62,7 +63,7 @@ def one(r: SmokeResult) -> Finding:
     findings = smoke_findings(r, reinstall=reinstall)
     assert len(findings) == 1
     f = findings[0]
-    doc = f.to_dict()
+    doc = finding_dict(f)
     assert json.loads(json.dumps(doc)) == doc  # evidence is JSON
     assert doc["evidence"]["implementation"] == r.key
     if f.severity is not Severity.OK:
@@ -111,7 +112,7 @@ def test_failed_names_the_exact_error() -> None:
     assert f.id == "smoke.failed" and f.severity is Severity.FAIL
     assert f"RuntimeError: {msg}" in f.title and f"RuntimeError: {msg}" in f.detail
     assert f.evidence["cause"] == "no_kernel_image" and f.evidence["error"] == f"RuntimeError: {msg}"
-    assert "compute_cap" in f.remedies[0].lines()[0]
+    assert "compute_cap" in remedy_lines(f.remedies[0])[0]
     assert [("fa2", problem)] == CALLS
 
 
@@ -129,7 +130,7 @@ def test_crashed(signal: str | None, rc: int | None, phase: str | None, words: s
     assert f.id == "smoke.crashed" and f.severity is Severity.FAIL
     assert words in f.title and "Fatal Python error" in f.detail
     assert f.evidence["signal"] == signal and f.evidence["returncode"] == rc
-    assert f.remedies[0].lines() == (f"{PY} -X faulthandler -c 'import flash_attn.cute'",)
+    assert remedy_lines(f.remedies[0]) == (f"{PY} -X faulthandler -c 'import flash_attn.cute'",)
     assert CALLS == [("fa4", None)]
 
 
@@ -138,11 +139,11 @@ def test_timeout_hints_at_the_fa4_jit_and_the_option() -> None:
     assert f.id == "smoke.timeout" and f.severity is Severity.FAIL
     assert "within 60 s" in f.title and "it was in first call" in f.detail
     assert "JIT-compiles" in f.detail
-    assert f.remedies[0].lines() == ("fa-doctor check --timeout 600",)
+    assert remedy_lines(f.remedies[0]) == ("fa-doctor check --timeout 600",)
     assert "compile cache" in f.remedies[1].text
     f = one(result("timeout", key="fa2", api="fa2", timeout=400.0))
-    assert f.remedies[0].lines() == ("fa-doctor check --timeout 800",)
-    assert f.remedies[1].lines() == ("nvidia-smi",)
+    assert remedy_lines(f.remedies[0]) == ("fa-doctor check --timeout 800",)
+    assert remedy_lines(f.remedies[1]) == ("nvidia-smi",)
 
 
 def import_failed(exc: str, message: str, chain: tuple[str, ...] = (), **kw: Any) -> Finding:
@@ -161,7 +162,7 @@ def test_import_failed_torch_abi() -> None:
     assert f.evidence["error"] == f"ImportError: {so}: undefined symbol: _ZN3c104cuda9SetDeviceEi"
     assert f.evidence["details"]["symbol"] == "_ZN3c104cuda9SetDeviceEi"
     assert "torch 2.11.0+cu130" in f.remedies[0].text
-    assert f.remedies[0].lines()[0].startswith(f"{PY} -c ")
+    assert remedy_lines(f.remedies[0])[0].startswith(f"{PY} -c ")
     assert f.remedies[-1].text == "(2) Reinstall fa2" and CALLS[0][1] is not None
 
 
@@ -173,7 +174,7 @@ def test_import_failed_cxx11_abi() -> None:
 def test_import_failed_glibc() -> None:
     f = import_failed("ImportError", "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by x)")
     assert f.evidence["cause"] == "glibc" and "GLIBC_2.32" in f.remedies[0].text
-    assert f.remedies[0].lines() == ("ldd --version",)
+    assert remedy_lines(f.remedies[0]) == ("ldd --version",)
 
 
 def test_import_failed_cuda_runtime() -> None:
@@ -187,7 +188,7 @@ def test_import_failed_cutlass_pins_the_installed_dsl_version() -> None:
     intent = f.remedies[0].intent
     assert isinstance(intent, ReinstallSame) and intent.specs == ("nvidia-cutlass-dsl-libs-core==4.8.1",)
     assert "4.8.1 ships in nvidia-cutlass-dsl-libs-core" in intent.text
-    cmds = [c for r in f.remedies for c in r.lines()]
+    cmds = [c for r in f.remedies for c in remedy_lines(r)]
     assert not any(c.endswith("pip install flash-attn-4") for c in cmds)  # a bare install would pull torch
     assert "--target" in f.remedies[1].text
 
@@ -204,7 +205,7 @@ def test_import_failed_cutlass_before_the_split_names_the_metapackage() -> None:
 
 def test_import_failed_driver_and_sgl_and_unknown() -> None:
     f = import_failed("RuntimeError", "CUDA driver version is insufficient for CUDA runtime version")
-    assert f.remedies[0].lines() == ("nvidia-smi",)
+    assert remedy_lines(f.remedies[0]) == ("nvidia-smi",)
     f = import_failed(
         "ImportError",
         "Can not import FA3 in sgl_kernel. Please check your installation.",
@@ -214,17 +215,17 @@ def test_import_failed_driver_and_sgl_and_unknown() -> None:
         api="sgl",
     )
     assert f.evidence["cause"] == "sgl_kernel_fa3" and f.evidence["chain"] == ["OSError: odd"]
-    assert f.remedies[0].lines() == (f"{PY} -c 'import sgl_kernel.flash_ops'",)
+    assert remedy_lines(f.remedies[0]) == (f"{PY} -c 'import sgl_kernel.flash_ops'",)
     assert "caused by: OSError: odd" in f.detail
     f = import_failed("KeyError", "'x'")
-    assert f.remedies[0].lines() == (f"{PY} -c 'import flash_attn.cute'",)
+    assert remedy_lines(f.remedies[0]) == (f"{PY} -c 'import flash_attn.cute'",)
 
 
 def test_import_failed_module_missing() -> None:
     f = import_failed("ModuleNotFoundError", "No module named 'flash_attn_2_cuda'")
-    assert """find_spec("flash_attn_2_cuda")""" in f.remedies[0].lines()[0]
+    assert """find_spec("flash_attn_2_cuda")""" in remedy_lines(f.remedies[0])[0]
     f = import_failed("ModuleNotFoundError", "No module named 'torch'")
-    assert f.remedies[0].lines() == () and "torch.missing" in f.remedies[0].text  # that finding names the torch
+    assert remedy_lines(f.remedies[0]) == () and "torch.missing" in f.remedies[0].text  # that finding names the torch
 
 
 @pytest.mark.parametrize(("require_gpu", "severity"), [(False, Severity.INFO), (True, Severity.FAIL)])
@@ -232,7 +233,7 @@ def test_skipped(require_gpu: bool, severity: Severity) -> None:
     f = skipped_finding("no GPU", require_gpu=require_gpu)
     assert f.id == "smoke.skipped" and f.severity is severity and f.remedies
     assert "no GPU" in f.title
-    assert json.loads(json.dumps(f.to_dict()))["evidence"] == {"reason": "no GPU", "require_gpu": require_gpu}
+    assert json.loads(json.dumps(finding_dict(f)))["evidence"] == {"reason": "no GPU", "require_gpu": require_gpu}
 
 
 def test_result_to_dict_is_json() -> None:
@@ -249,4 +250,4 @@ def test_failed_before_any_call_when_the_child_sees_no_gpu() -> None:
     )
     f = one(result("failed", error=problem))
     assert f.id == "smoke.failed" and "no kernel could run" in f.title
-    assert "torch.cuda.is_available()" in f.remedies[0].lines()[0]
+    assert "torch.cuda.is_available()" in remedy_lines(f.remedies[0])[0]

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from smoke_fakes.scenarios import CXX_TORCH_SYMBOL, FA2, FAKES, HANG_TIMEOUT, OLD_ABI_SYMBOL, PYTHON, Run, run_all
 
-from fa_doctor.checks.smoke import smoke_findings
-from fa_doctor.finding import Remedy, Severity
+from fa_doctor.model.finding import Remedy, Severity
+from fa_doctor.render.shell import finding_dict
 from fa_doctor.smoke import SmokeResult, SmokeTarget
 from fa_doctor.smoke.classify import ImportProblem
+from fa_doctor.smoke.findings import smoke_findings
 from fa_doctor.smoke.runner import run_smoke
 
 
@@ -35,7 +36,7 @@ def no_reinstall(key: str, problem: ImportProblem | None) -> tuple[Remedy, ...]:
 def only_finding(result: SmokeResult) -> dict[str, Any]:
     findings = smoke_findings(result, reinstall=no_reinstall)
     assert len(findings) == 1
-    doc = findings[0].to_dict()
+    doc = finding_dict(findings[0])
     json.dumps(doc)  # evidence must be JSON-serialisable
     if findings[0].severity is not Severity.OK:
         assert findings[0].remedies

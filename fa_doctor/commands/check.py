@@ -2,102 +2,37 @@
 
 from __future__ import annotations
 
-import os
-import sys
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fa_doctor.commands.options import CheckOptions
-from fa_doctor.contain import Deadline, bounded, contained, crash_finding, probe_failed
-from fa_doctor.facts import Facts
-from fa_doctor.finding import Finding
-from fa_doctor.result import CheckPayload, PackageRow, Result
+from fa_doctor.diagnose.contain import contained, crash_finding, probe_failed
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Finding
+from fa_doctor.model.options import CheckOptions
+from fa_doctor.model.result import CheckPayload, PackageRow, Result
+from fa_doctor.process.bounded import Deadline
 
-if TYPE_CHECKING:  # the probes load lazily, in gather()
-    from fa_doctor.derive import Derived
-    from fa_doctor.probes.distributions import DistributionScan
-    from fa_doctor.probes.gpu import GpuFacts
-    from fa_doctor.probes.sglang_source import SglangFacts
-    from fa_doctor.probes.target import TargetFacts, TargetProbe
-    from fa_doctor.probes.torch_build import TorchBuild
+if TYPE_CHECKING:  # the probes load lazily, in probes.gather
+    from fa_doctor.diagnose.derive import Derived
+    from fa_doctor.probes.target import TargetProbe
 
 Progress = Callable[[str], None]
-_TORCH_PROBE_SECONDS = 60
-
-
-@dataclass(frozen=True, slots=True)
-class Installed:
-    scan: DistributionScan
-    torch: TorchBuild | None
-    sglang: SglangFacts | None
-
-
-def _installed(target: TargetFacts) -> Installed:
-    from fa_doctor.probes import environment
-    from fa_doctor.probes.distributions import scan_distributions
-    from fa_doctor.probes.sglang_source import read_sglang
-    from fa_doctor.probes.torch_build import read_torch_build
-
-    scan = scan_distributions(target.sys_path)
-    sglang_dist = scan.first("sglang")
-    sglang = read_sglang(sglang_dist, environment.OVERRIDE) if sglang_dist else None
-    return Installed(scan, read_torch_build(target.sys_path), sglang)
 
 
 def _load_what_follows() -> None:
     """Import what runs after the target's answer while its interpreter starts (10 ms on a bare venv, 35 ms on
     an H200 server's, whose site runs .pth files): the main thread would only wait for it."""
     from fa_doctor.catalog import ecosystem, releases  # noqa: F401
-    from fa_doctor.checks import binary, choice, gpu, knobs, override, packages  # noqa: F401
-    from fa_doctor.derive import inventory, pin, requires, selection  # noqa: F401
-    from fa_doctor.plan import planner  # noqa: F401
+    from fa_doctor.diagnose.checks import binary, choice, gpu, knobs, override, packages  # noqa: F401
+    from fa_doctor.diagnose.derive import inventory, pin, requires, selection  # noqa: F401
+    from fa_doctor.diagnose.plan import planner  # noqa: F401
     from fa_doctor.probes import distributions, extensions  # noqa: F401
-
-
-def gather(options: CheckOptions, timings: dict[str, float], pending: TargetProbe | None = None) -> Facts:
-    """Run the probes: the GPU in the background; the target (its path drives the rest), then the disk."""
-    from fa_doctor.probes import environment
-    from fa_doctor.probes.gpu import GpuFacts, early_answer, probe_gpus
-    from fa_doctor.probes.target import TargetProbe
-
-    python = options.python or sys.executable
-    pending = pending or TargetProbe(python)
-    env = dict(os.environ if options.env is None else options.env)
-    gpu_box: dict[str, GpuFacts] = {}
-
-    wait = options.gpu_timeout * 2 + _TORCH_PROBE_SECONDS + 10
-
-    def gpus() -> None:
-        t0 = time.perf_counter()
-        early = early_answer(python, env, options.gpu_timeout, wait)  # fa_doctor.entry's, if it asked the same
-        gpu_box["v"] = early or probe_gpus(python, env, timeout=options.gpu_timeout)
-        timings["probe.gpu"] = time.perf_counter() - t0
-
-    thread = threading.Thread(target=gpus, name="fa-doctor gpu probe", daemon=True)
-    thread.start()
-    _load_what_follows()
-    start = time.perf_counter()
-    target = pending.result()
-    timings["probe.target"] = time.perf_counter() - start
-    t0 = time.perf_counter()
-    installed = bounded(lambda: _installed(target), options.scan_timeout, "the package scan")
-    timings["probe.packages"] = time.perf_counter() - t0
-    # NVML and nvidia-smi get gpu_timeout each, the torch fallback at least a minute, one after the other.
-    thread.join(wait)
-    gpu_facts = gpu_box.get("v") or GpuFacts(
-        "none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"), ("the GPU probe did not finish in time",)
-    )
-    return Facts(
-        target, gpu_facts, installed.torch, installed.scan, environment.capture(env), installed.sglang, options.flags
-    )
 
 
 def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Finding]:
     """Every check, each contained: one that crashes becomes an internal.check_crashed finding."""
-    from fa_doctor.checks import binary, choice, gpu, knobs, override, packages
+    from fa_doctor.diagnose.checks import binary, choice, gpu, knobs, override, packages
 
     states, pinned, selection = derived.states, derived.pinned, derived.selection
     findings: list[Finding] = []
@@ -118,7 +53,7 @@ def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Fi
 
 def plan_remedies(findings: list[Finding], facts: Facts | None, options: CheckOptions) -> list[Finding]:
     """The planner, after every check: intents become actions for this machine; contained like a check."""
-    from fa_doctor.plan.planner import plan
+    from fa_doctor.diagnose.plan.planner import plan
 
     try:
         return plan(findings, facts, options.target_args)
@@ -128,15 +63,16 @@ def plan_remedies(findings: list[Finding], facts: Facts | None, options: CheckOp
 
 def run(options: CheckOptions, progress: Progress | None = None, pending: TargetProbe | None = None) -> Result:
     """TargetError (a bad --python) propagates: the CLI maps it to exit code 2."""
-    from fa_doctor.checks import node
-    from fa_doctor.derive import derive
-    from fa_doctor.families import family_of
+    from fa_doctor.catalog.families import family_of
+    from fa_doctor.diagnose.checks import node
+    from fa_doctor.diagnose.derive import derive
+    from fa_doctor.probes.gather import gather
     from fa_doctor.probes.host import probe as probe_host
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        facts = gather(options, timings, pending)
+        facts = gather(options, timings, pending, meanwhile=_load_what_follows)
     except Deadline as exc:
         where = CheckPayload(host=probe_host(options.env))
         return Result("check", (probe_failed(exc),), where, timings=timings, strict=options.strict)
@@ -153,7 +89,7 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
     findings += contained("node", lambda: node.check_node(facts, missing, visible))
     smoke = None
     if options.smoke and derived is not None:
-        from fa_doctor.commands.smoke_step import smoke_step
+        from fa_doctor.smoke.step import smoke_step
 
         announce = getattr(progress, "static", None)  # a log (no terminal) gets the static verdict before the kernels
         if callable(announce) and facts.gpus.devices:

@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from fa_doctor.commands.launch import Launch, parse_launch, shebang
-from fa_doctor.commands.options import CheckOptions
-from fa_doctor.finding import Finding, Remedy, Severity
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.options import CheckOptions
+from fa_doctor.model.result import Result
 from fa_doctor.probes.environment import OVERRIDE
-from fa_doctor.result import Result
 
 if TYPE_CHECKING:
     from fa_doctor.probes.target import TargetProbe
@@ -132,7 +132,7 @@ def _cannot_start(command: Sequence[str], env: Mapping[str, str], exc: OSError) 
 def become(command: Sequence[str], env: Mapping[str, str]) -> int:
     """Replace this process with COMMAND, with the signal dispositions a shell would give it. Returns an exit
     code only when it cannot be started."""
-    from fa_doctor import interrupt
+    from fa_doctor.process import interrupt
     from fa_doctor.render.escape import escape
 
     sys.stdout.flush()

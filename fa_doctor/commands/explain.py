@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
-from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.lines import Lines
-from fa_doctor.result import CannotRun, ExplainPayload, Result
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.lines import Lines
+from fa_doctor.model.result import CannotRun, ExplainPayload, Result
 
 if TYPE_CHECKING:
-    from fa_doctor.commands.options import CheckOptions
-    from fa_doctor.facts import Facts
     from fa_doctor.knowledge import Match
+    from fa_doctor.model.facts import Facts
+    from fa_doctor.model.options import CheckOptions
     from fa_doctor.probes.target import TargetProbe
 
 _MAX_BYTES = 4_000_000  # a paste longer than this is cut; the matcher keeps head and tail of what is left
@@ -104,7 +104,7 @@ def _no_match() -> Finding:
 def _checks(facts: Facts, options: CheckOptions) -> list[Finding]:
     """check's checks on the target's facts, each contained; nothing when the inventory itself fails."""
     from fa_doctor.commands.check import run_checks
-    from fa_doctor.derive import derive
+    from fa_doctor.diagnose.derive import derive
 
     try:
         derived = derive(facts)
@@ -123,8 +123,8 @@ def run(
     facts = None
     checked: list[Finding] | None = None
     if options.python:
-        from fa_doctor.commands.check import gather
-        from fa_doctor.commands.options import CheckOptions
+        from fa_doctor.model.options import CheckOptions
+        from fa_doctor.probes.gather import gather
 
         if progress:
             progress("reading the target's versions")

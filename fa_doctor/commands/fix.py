@@ -4,7 +4,7 @@
   shell, so it prints shell code for `eval "$(fa-doctor fix --unset-override)"`; with `--env-file` it also
   removes (or rewrites) the override's line in those files, atomically and with a backup.
 - `fix [--plan]`: the repairs of the current findings, as typed actions, one remedy per finding.
-- `fix --apply [--yes]`: runs them in the target interpreter as one transaction (fa_doctor.fixes.apply: every
+- `fix --apply [--yes]`: runs them in the target interpreter as one transaction (fa_doctor.fix.apply: every
   step proven first, each change journalled, a failure or an interrupt undone), then re-runs the check and says
   what is now fixed.
 """
@@ -15,14 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from fa_doctor.commands.options import CheckOptions
-from fa_doctor.finding import Finding, Remedy, Severity
-from fa_doctor.result import FixPayload, PlanStep, Result
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.options import CheckOptions
+from fa_doctor.model.result import FixPayload, PlanStep, Result
 
 if TYPE_CHECKING:
-    from fa_doctor.actions import Action
-    from fa_doctor.fixes.apply import ApplyResult
-    from fa_doctor.fixes.envfile import EditResult
+    from fa_doctor.fix.apply import ApplyResult
+    from fa_doctor.fix.envfile import EditResult
+    from fa_doctor.model.actions import Action
     from fa_doctor.probes.target import TargetProbe
 
 Progress = Callable[[str], None]
@@ -43,7 +43,7 @@ class FixOptions:
     check: CheckOptions = field(default_factory=CheckOptions)
     apply: bool = False
     only: tuple[str, ...] = ()  # finding ids; empty: every failing or warning finding
-    timeout: float | None = None  # per step; None: each kind of step's own bound (fa_doctor.fixes.apply)
+    timeout: float | None = None  # per step; None: each kind of step's own bound (fa_doctor.fix.apply)
     allow_torch_change: bool = False  # take remedies that replace torch (marked by the planner)
 
 
@@ -51,14 +51,16 @@ def unset_override(options: OverrideOptions) -> Result:
     """ValueError (an unknown shell, an invalid --set) propagates: the CLI validates before this."""
     import os
 
-    from fa_doctor.fixes import envfile, shell
+    from fa_doctor.fix import envfile
+    from fa_doctor.probes.shell import detect_shell
+    from fa_doctor.render.shell import eval_hint, override_code
 
     env = os.environ if options.env is None else options.env
-    which = options.shell or shell.detect_shell(env)
-    code = shell.override_code(which, options.set_value)
+    which = options.shell or detect_shell(env)
+    code = override_code(which, options.set_value)
     edits = tuple(envfile.edit(p, set_value=options.set_value, dry_run=options.dry_run) for p in options.env_files)
     findings = tuple(_edit_finding(e, options.dry_run) for e in edits)
-    hint = shell.eval_hint(which, options.set_value)
+    hint = eval_hint(which, options.set_value)
     payload = FixPayload("unset-override", options.dry_run, which, code, hint, edits)
     return Result("fix", findings, payload)
 
@@ -87,7 +89,8 @@ def plan_steps(
     """For each failing or warning finding (or those named by --only), worst first, the first remedy whose
     actions fa-doctor can carry out; a repair two findings share runs once. A remedy that replaces torch is
     taken only with `allow_torch_change`."""
-    from fa_doctor.actions import RunCommand, SetEnv, UnsetEnv, describe, render
+    from fa_doctor.model.actions import RunCommand, SetEnv, UnsetEnv
+    from fa_doctor.render.shell import describe, render
 
     steps: list[PlanStep] = []
     seen: set[object] = set()
@@ -176,7 +179,7 @@ def run(
         extra = Finding("fix.declined", Severity.INFO, "Nothing was applied: the plan was declined", "")
         return replace(planned, findings=(*planned.findings, extra))
     from fa_doctor.commands import check
-    from fa_doctor.fixes.apply import apply
+    from fa_doctor.fix.apply import apply
 
     target = planned.check.target
     python = target.executable if target else (options.check.python or "python3")
@@ -214,6 +217,6 @@ def _torch_moves(findings: Sequence[Finding]) -> tuple[Action, ...]:
 
 
 def _apply_findings(applied: ApplyResult) -> list[Finding]:
-    from fa_doctor.fixes.apply_findings import findings
+    from fa_doctor.fix.apply_findings import findings
 
     return findings(applied)

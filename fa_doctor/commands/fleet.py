@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fa_doctor.result import Result
+from fa_doctor.model.result import Result
 
 ENGINES = ("ray",)
 Progress = Callable[[str], None]

@@ -17,7 +17,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from fa_doctor.facts import BackendFlags
+from fa_doctor.model.facts import BackendFlags
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?t?)?$")
 _SGLANG_MODULES = ("sglang.launch_server", "sglang.cli.serve")

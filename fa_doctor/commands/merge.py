@@ -13,7 +13,7 @@ from fa_doctor.fleet.merge import Merger
 from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.fleet.read import documents
 from fa_doctor.fleet.verdict import fleet_result
-from fa_doctor.result import Result
+from fa_doctor.model.result import Result
 
 Progress = Callable[[str], None]
 

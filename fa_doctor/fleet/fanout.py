@@ -4,7 +4,7 @@ deployments already run, instead of an agent of our own.
 Each node gets one task, pinned to it by node affinity (`soft=False`: it runs there or nowhere), asking for all
 of the node's GPUs so that the smoke test gets them (Ray sets `CUDA_VISIBLE_DEVICES`) and no CPU (so a node whose
 CPUs are all reserved still answers). The task runs `python -m fa_doctor check --format json ...` in a bounded
-child (`fa_doctor.proc`), with `FA_DOCTOR_RAY_NODE_ID` naming the node for the report's `host`, and returns its
+child (`fa_doctor.process.proc`), with `FA_DOCTOR_RAY_NODE_ID` naming the node for the report's `host`, and returns its
 output. What has not answered by the deadline (a node whose GPUs a running server holds, a dead raylet) is
 listed as unreachable and its task cancelled. Ray is imported here only, when the command runs.
 """
@@ -40,8 +40,8 @@ class NoRay(Exception):
 
 def check_on_node(argv: Sequence[str], node_id: str, timeout: float) -> tuple[int | None, bytes, str]:
     """Runs in a Ray worker on the node: the check in a bounded child, its report on stdout."""
-    from fa_doctor import proc
     from fa_doctor.probes.host import RAY_NODE_VAR
+    from fa_doctor.process import proc
 
     env = {**os.environ, RAY_NODE_VAR: node_id}
     command = [sys.executable, "-m", "fa_doctor", "check", "--format", "json", "--no-color", *argv]

@@ -13,7 +13,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 
-from fa_doctor.finding import Remedy, Severity
 from fa_doctor.fleet.model import (
     FleetFinding,
     FleetPayload,
@@ -27,6 +26,7 @@ from fa_doctor.fleet.model import (
 )
 from fa_doctor.fleet.node import NodeReport, Seen, judge
 from fa_doctor.fleet.read import Document
+from fa_doctor.model.finding import Remedy, Severity
 
 NODE_ERROR = "fleet.node_error"  # a node whose fa-doctor could not check it: its report has an error, no findings
 OUTLIER_MIN_GROUP = 3  # with two nodes that differ, neither is the odd one

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from fa_doctor.finding import Remedy, Severity
+from fa_doctor.model.finding import Remedy, Severity
 
 FLEET_SCHEMA = "fa-doctor.fleet/1"
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fa_doctor import __version__
-from fa_doctor.finding import Remedy, Severity
 from fa_doctor.fleet.model import FLEET_SCHEMA, Install, Refused
-from fa_doctor.probes.host import HostFacts
-from fa_doctor.result import SCHEMA
+from fa_doctor.model.finding import Remedy, Severity
+from fa_doctor.model.machine import HostFacts
+from fa_doctor.model.result import SCHEMA
 
 _FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"
 _ID = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)+")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fa_doctor.finding import Finding, Remedy, Severity
 from fa_doctor.fleet.model import FleetPayload
-from fa_doctor.result import Result
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.result import Result
 
 _SHOWN = 20  # node names in a finding's evidence; the payload has them all
 

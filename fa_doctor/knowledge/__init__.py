@@ -23,11 +23,12 @@ from fa_doctor.knowledge.match import MAX_CHARS, extracted_for, normalise
 from fa_doctor.knowledge.model import shown, stored
 from fa_doctor.knowledge.remedies import build
 from fa_doctor.knowledge.verify import Verdict, reweigh, verdicts
-from fa_doctor.plan.intents import describe
+from fa_doctor.model.intents import describe
+from fa_doctor.render.shell import remedy_lines
 
 if TYPE_CHECKING:
-    from fa_doctor.facts import Facts
-    from fa_doctor.finding import Finding
+    from fa_doctor.model.facts import Facts
+    from fa_doctor.model.finding import Finding
 
 _WORD = re.compile(r"[a-z][a-z0-9_]{2,39}")
 
@@ -150,7 +151,7 @@ def markdown() -> str:
             lines.append("")
             for r in e.remedies:
                 lines.append(f"- {r.text}")
-                lines.extend(f"  - `{c}`" for c in r.lines())
+                lines.extend(f"  - `{c}`" for c in remedy_lines(r))
                 if r.intent is not None:
                     lines.append(f"  - the install fa-doctor plans for the target: {describe(r.intent)}")
             if e.confirm_with:

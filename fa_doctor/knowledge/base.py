@@ -15,9 +15,10 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from fa_doctor.finding import Remedy
 from fa_doctor.knowledge.problem import CAUSES
-from fa_doctor.plan.intents import Intent
+from fa_doctor.model.finding import Remedy
+from fa_doctor.model.intents import Intent
+from fa_doctor.render.shell import remedy_dict
 
 CATEGORIES = (
     "abi-mismatch",
@@ -111,7 +112,7 @@ class Match:
             "category": self.category,
             "title": self.title,
             "cause": self.cause,
-            "remedies": [r.to_dict() for r in self.remedies],
+            "remedies": [remedy_dict(r) for r in self.remedies],
             "confidence": self.confidence,
             "extracted": dict(self.extracted),
             "confirm_with": list(self.confirm_with),
@@ -227,7 +228,7 @@ def _local_build(command: str) -> bool:
 def _intent(eid: str, d: Any) -> Intent:
     """`{"install": "fa2"}` or `{"rebuild": "flash-attn", "env": {...}, "from_source": true}`."""
     from fa_doctor.catalog.implementations import BY_KEY
-    from fa_doctor.plan.intents import Install, Rebuild
+    from fa_doctor.model.intents import Install, Rebuild
 
     if isinstance(d, dict) and set(d) == {"install"} and d["install"] in BY_KEY:
         return Install(d["install"])

@@ -313,7 +313,7 @@ def demangle(symbol: str) -> str | None:
 def _demangle(tool: str, stamp: int, symbol: str) -> str | None:
     """Cached per tool (path and modification time): the same paste asks about the same symbol many times."""
     del stamp
-    from fa_doctor import proc
+    from fa_doctor.process import proc
 
     try:
         done = proc.run([tool, symbol], 2.0, max_output=4096)

@@ -1,5 +1,5 @@
 """Remedies for a match: the entry's own, made exact for the target when its facts are known; installs go
-through the one planner (fa_doctor.plan.planner), as check's do."""
+through the one planner (fa_doctor.diagnose.plan.planner), as check's do."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from fa_doctor.actions import Action, RunCommand
-from fa_doctor.finding import Remedy
 from fa_doctor.knowledge.base import Entry
+from fa_doctor.model.actions import Action, RunCommand
+from fa_doctor.model.finding import Remedy
 
 if TYPE_CHECKING:
-    from fa_doctor.facts import Facts
+    from fa_doctor.model.facts import Facts
 
 _GPU_ARCH = "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv"
 
@@ -22,7 +22,7 @@ def build(entry: Entry, extracted: Mapping[str, str], facts: Facts | None) -> tu
     """Facts-dependent remedies first (exact wheel, this machine's glibc/GPU), then the entry's general ones.
     Installs are intents, written by the planner: exact for the target with facts, and without them only the
     `fa-doctor check --python` that would write them (no torch to hold, so no install is printed)."""
-    from fa_doctor.plan.planner import unique
+    from fa_doctor.diagnose.plan.planner import unique
 
     general = [r for remedy in entry.remedies for r in _general(remedy, facts)]
     if facts is None:
@@ -37,7 +37,7 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 def _general(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
     """An entry's remedy for the target: its intent planned, its plain commands as RunCommand actions (so
     `explain` prints what `check` would, quoted the same way); a command that needs the shell stays text."""
-    from fa_doctor.plan.planner import expand
+    from fa_doctor.diagnose.plan.planner import expand
 
     python = facts.target.executable if facts is not None else None
     shown = shlex.quote(python) if python else "python"
@@ -87,8 +87,8 @@ def _exact(entry: Entry, extracted: Mapping[str, str], facts: Facts) -> tuple[Re
         caps = ", ".join(f"{a}.{b}" for a, b in facts.capabilities)
         out.append(Remedy(f"The target's GPUs have compute capability {caps}.", (_GPU_ARCH,)))
     if entry.reinstall:
-        from fa_doctor.plan.intents import Install
-        from fa_doctor.plan.planner import expand
+        from fa_doctor.diagnose.plan.planner import expand
+        from fa_doctor.model.intents import Install
 
         out.extend(expand(Remedy("", intent=Install(entry.reinstall)), facts))
     return tuple(out)

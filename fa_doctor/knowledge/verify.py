@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fa_doctor.finding import Finding, Severity
+from fa_doctor.model.finding import Finding, Severity
 
 if TYPE_CHECKING:
-    from fa_doctor.facts import Facts
+    from fa_doctor.model.facts import Facts
 
 CONFIRMED, RULED_OUT = "confirmed", "ruled out"
 LIKELIHOOD = {CONFIRMED: 4.0, RULED_OUT: 0.25}

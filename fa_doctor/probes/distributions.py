@@ -19,14 +19,14 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from importlib.metadata import PackageMetadata, PathDistribution
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from fa_doctor.families import is_interesting, normalize
+from fa_doctor.catalog.families import is_interesting, normalize
+from fa_doctor.model.install import Distribution, DistributionScan
 from fa_doctor.probes.files import read
 from fa_doctor.probes.modules import listdir
 
@@ -40,49 +40,6 @@ _LIMITS = {
     "INSTALLER": 256,
 }
 _SMALL_BYTES = 1 << 16  # requires.txt, top_level.txt, direct_url.json, entry_points.txt
-
-
-@dataclass(frozen=True, slots=True)
-class Distribution:
-    name: str
-    normalized: str
-    version: str
-    location: str  # the search-path entry holding its metadata
-    metadata_dir: str
-    requires: tuple[str, ...] = ()
-    top_level: tuple[str, ...] = ()
-    files: tuple[str, ...] | None = None  # RECORD paths, relative to `location`; None when not read or absent
-    installer: str | None = None
-    editable_dir: str | None = None  # source tree of an editable install
-    direct_url: str | None = None  # URL it was installed from (wheel file names carry the build tag)
-    problem: str | None = None  # metadata unreadable
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "distribution": self.name,
-            "version": self.version,
-            "location": self.location,
-            "metadata": self.metadata_dir,
-            "installer": self.installer,
-            "editable": self.editable_dir,
-            "direct_url": self.direct_url,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class DistributionScan:
-    distributions: tuple[Distribution, ...]  # interesting ones, in search-path order
-    total: int  # every distribution seen, interesting or not
-    entries: tuple[str, ...]  # search-path directories scanned
-    index: Mapping[str, str] = field(default_factory=dict)  # normalised name -> version, first on the path
-
-    def named(self, *names: str) -> list[Distribution]:
-        wanted = {normalize(n) for n in names}
-        return [d for d in self.distributions if d.normalized in wanted]
-
-    def first(self, *names: str) -> Distribution | None:
-        found = self.named(*names)
-        return found[0] if found else None
 
 
 def _name_from_dirname(dirname: str) -> str:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from fa_doctor.probes.distributions import Distribution
+from fa_doctor.model.install import Distribution, Extension
 from fa_doctor.probes.modules import resolve
 
 # Relative paths (as RECORD writes them) of each implementation's compiled modules (fa-packages.md section 1).
@@ -34,14 +33,6 @@ _DIRS = {"fa2": ("",), "fa3": ("", "flash_attn_3"), "fa3-sgl": ("sgl_kernel",), 
 _MAX_LISTED = 10_000
 _MAX_PER_IMPL = 16
 _MAX_LIBRARIES = 64
-
-
-@dataclass(frozen=True, slots=True)
-class Extension:
-    impl: str  # implementation key: fa2, fa3, fa3-sgl, vllm-fa
-    dist: str  # "<distribution> <version>"
-    path: str
-    relpath: str  # as RECORD names it, relative to the distribution's site directory
 
 
 def _listing(base: str, sub: str) -> list[str]:

@@ -16,14 +16,15 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from functools import partial
 from glob import glob
 from itertools import takewhile
 from typing import Any, TypeVar
 
-from fa_doctor import proc
+from fa_doctor.model.machine import GpuDevice, GpuFacts
 from fa_doctor.probes.files import read_text
+from fa_doctor.process import proc
 
 _T = TypeVar("_T")
 
@@ -36,45 +37,6 @@ _ORDINAL = re.compile(r"[+-]?[0-9]+")
 _ASCII_INT = re.compile(r"[0-9]{1,9}")  # str.isdigit() also takes "²", which int() refuses
 _CAPABILITY = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})")
 _MAX_OUTPUT = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class GpuDevice:
-    """One GPU; ``physical_index`` is -1 when only torch saw it and the mapping is unknowable."""
-
-    index: int
-    physical_index: int
-    name: str
-    capability: tuple[int, int] | None  # None: not reported, or reported in a form that cannot be read
-    memory_mib: int | None
-    uuid: str | None
-    # What the source said when it is not a plain "major.minor" ("9.0a", "[N/A]", ""); None when it was read.
-    capability_raw: str | None = None
-
-    @property
-    def capability_known(self) -> bool:
-        return self.capability is not None
-
-    def to_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        out["capability"] = f"{self.capability[0]}.{self.capability[1]}" if self.capability else None
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class GpuFacts:
-    source: str
-    devices: tuple[GpuDevice, ...]
-    driver_version: str | None
-    cuda_driver_version: str | None
-    visible_devices: str | None
-    attempts: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        out["devices"] = [d.to_dict() for d in self.devices]
-        out["attempts"] = list(self.attempts)
-        return out
 
 
 # devices, driver version, CUDA version the driver supports

@@ -18,36 +18,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from fa_doctor.model.machine import HostFacts
 
 RAY_NODE_VAR = "FA_DOCTOR_RAY_NODE_ID"
 K8S_VARS = {"k8s_node": "NODE_NAME", "k8s_pod": "POD_NAME", "k8s_namespace": "POD_NAMESPACE"}
 _MAX = 253  # a DNS name's length: nothing a scheduler names is longer; a longer value is cut
-
-
-@dataclass(frozen=True, slots=True)
-class HostFacts:
-    name: str
-    slurm_job_id: str | None = None
-    slurm_node_id: str | None = None  # SLURM_NODEID: 0..N-1 within the job
-    slurm_node_name: str | None = None
-    k8s_node: str | None = None
-    k8s_pod: str | None = None
-    k8s_namespace: str | None = None
-    k8s_index: str | None = None  # an indexed Job's completion index
-    ray_node_id: str | None = None
-
-    @property
-    def scheduler_id(self) -> str | None:
-        """The most specific id a scheduler gave this node, as `ray:…`, `k8s:…` or `slurm:…`; None outside one."""
-        if self.ray_node_id:
-            return f"ray:{self.ray_node_id}"
-        if self.k8s_pod or self.k8s_node:
-            return "k8s:" + "/".join(p for p in (self.k8s_namespace, self.k8s_pod or self.k8s_node) if p)
-        if self.slurm_node_name or self.slurm_node_id:
-            job = f"{self.slurm_job_id}/" if self.slurm_job_id else ""
-            return f"slurm:{job}{self.slurm_node_name or self.slurm_node_id}"
-        return None
 
 
 def _get(env: Mapping[str, str], name: str) -> str | None:

@@ -11,30 +11,13 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
+from fa_doctor.model.install import ModuleSpot
 from fa_doctor.probes.files import is_regular, read
 
 # extend_path is called near the top of an __init__.py; the rest is not read.
 _INIT_BYTES = 65536
-
-
-@dataclass(frozen=True, slots=True)
-class ModuleSpot:
-    name: str
-    kind: str  # "package" | "module" | "extension" | "namespace" | "missing"
-    origin: str | None  # file for modules/packages (__init__), first portion for namespaces
-    search_locations: tuple[str, ...] = ()  # the package's __path__
-    entry: str | None = None  # the sys.path entry it was found under
-    note: str = ""
-
-    @property
-    def found(self) -> bool:
-        return self.kind != "missing"
-
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "kind": self.kind, "origin": self.origin, "note": self.note}
 
 
 @lru_cache(maxsize=4096)

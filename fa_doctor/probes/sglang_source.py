@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
+from fa_doctor.model.install import Distribution, SglangFacts
 from fa_doctor.probes import files
-from fa_doctor.probes.distributions import Distribution
 
 BACKEND = "sglang/srt/layers/attention/flashattention_backend.py"
 # Where an env var read by SGLang would be declared or consulted.
@@ -28,29 +27,6 @@ _VERSION_TEST = re.compile(r"fa_impl_ver\s*==\s*(\d+)")
 _CHOICES_FILES = ("sglang/srt/arg_groups/choices.py", "sglang/srt/server_args.py")
 _CHOICES_START = re.compile(r"^ATTENTION_BACKEND_CHOICES\s*=\s*\[", re.MULTILINE)
 _QUOTED = re.compile(r"""["']([A-Za-z0-9_.-]{1,64})["']""")
-
-
-@dataclass(frozen=True, slots=True)
-class SglangFacts:
-    version: str
-    location: str
-    accepted_versions: frozenset[int]  # fa_impl_ver values FlashAttentionBackend accepts
-    fa4_module: str  # what the server imports for FA4
-    fa4_vendored: bool
-    reads_override: bool  # does any of its source mention SGLANG_FLASHATTENTION_VERSION
-    has_fa3_kernel_toggle: bool  # SGLANG_USE_SGL_FA3_KERNEL exists in this version
-    reads_inkling_pip: bool
-    backend_found: bool
-    backend_choices: frozenset[str] | None = None  # its --attention-backend choices; None: not found in its source
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "version": self.version,
-            "accepted_fa_versions": sorted(self.accepted_versions),
-            "fa4_module": self.fa4_module,
-            "fa4_vendored": self.fa4_vendored,
-            "reads_SGLANG_FLASHATTENTION_VERSION": self.reads_override,
-        }
 
 
 def _text(path: str) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
-from dataclasses import dataclass
 
-from fa_doctor import proc
+from fa_doctor.model.machine import TargetFacts
+from fa_doctor.process import proc
 
 _MARK = "FA-DOCTOR-TARGET "
 _MAX_OUTPUT = 4 << 20  # a sys.path of thousands of entries still fits
@@ -54,34 +54,6 @@ sys.stdout.write("FA-DOCTOR-TARGET " + repr({
 
 class TargetError(Exception):
     """The interpreter to inspect cannot be run; the CLI turns this into exit code 2."""
-
-
-@dataclass(frozen=True, slots=True)
-class TargetFacts:
-    python: str  # path as given (or fa-doctor's own interpreter)
-    executable: str
-    version: tuple[int, int, int]
-    implementation: str
-    prefix: str
-    sys_path: tuple[str, ...]
-    machine: str
-    libc: str | None  # "glibc 2.36"
-    in_venv: bool
-    no_site: bool
-    cwd: str | None = None  # the target's working directory; None when it was deleted
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "python": self.python,
-            "executable": self.executable,
-            "version": ".".join(map(str, self.version)),
-            "implementation": self.implementation,
-            "prefix": self.prefix,
-            "in_venv": self.in_venv,
-            "machine": self.machine,
-            "libc": self.libc,
-            "sys_path": list(self.sys_path),
-        }
 
 
 class TargetProbe:

@@ -10,8 +10,8 @@ import ast
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 
+from fa_doctor.model.machine import TorchBuild
 from fa_doctor.probes.files import open_regular, read
 
 _FIELDS = ("__version__", "cuda", "hip")
@@ -23,18 +23,6 @@ _CXX11_MARK = b"St7__cxx11"
 _CHUNK = 1 << 20
 # libc10.so is a few MB; past this, whatever the file is, the ABI stays unknown rather than read on and on.
 _MAX_LIB = 256 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class TorchBuild:
-    version: str | None
-    cuda: str | None
-    hip: str | None
-    cxx11_abi: bool | None
-    location: str
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _find_torch(sys_path: Sequence[str]) -> str | None:

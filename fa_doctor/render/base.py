@@ -10,7 +10,7 @@ import importlib
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from fa_doctor.result import Result
+from fa_doctor.model.result import Result
 
 FORMATS = ("human", "json", "github", "junit", "markdown")
 _MODULES = {

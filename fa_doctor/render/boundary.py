@@ -2,7 +2,7 @@
 
 Every string is one line (`render.escape`): a line break from the target (a path, a flag, metadata) is shown
 escaped, in every format but JSON (which quotes every string). A report spans lines only where the renderer
-breaks them, or where a check said so with `fa_doctor.lines.Lines`, whose parts are escaped one by one.
+breaks them, or where a check said so with `fa_doctor.model.lines.Lines`, whose parts are escaped one by one.
 
 The result is rebuilt, not mutated: findings and payloads are frozen and may be rendered more than once (one run
 writes JSON to stdout and JUnit and Markdown files beside it).
@@ -17,11 +17,11 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from fa_doctor.finding import Remedy
-from fa_doctor.lines import Lines
+from fa_doctor.model.finding import Remedy
+from fa_doctor.model.lines import Lines
+from fa_doctor.model.result import Result
 from fa_doctor.render.escape import escape
-from fa_doctor.result import Result
-from fa_doctor.scrub import SECRET_NAME, scrub_text
+from fa_doctor.render.scrub import SECRET_NAME, scrub_text
 
 _MAX_DEPTH = 40
 

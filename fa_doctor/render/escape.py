@@ -5,7 +5,7 @@ carriage returns that overwrite a line, bidi overrides that reorder it, and lone
 bytes. Each becomes a visible `\\xNN`/`\\uNNNN` escape. A line break (`\\n`, and U+2028/U+2029, which some
 viewers break on) becomes a visible `\\n`: text from the target never starts a line of a report, so it cannot
 pose as a line of fa-doctor's or as a CI runner's command. A report's own line breaks come from the renderer or
-from `fa_doctor.lines.Lines`, whose parts are escaped one by one.
+from `fa_doctor.model.lines.Lines`, whose parts are escaped one by one.
 
 Two workflow-command shapes of the GitHub runner (actions/runner `ActionCommand`) are defused wherever the text
 lands: `::name::` at the start of a line (the runner trims leading blanks first), so a leading `::` loses its

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 
-from fa_doctor.finding import Finding, Severity
+from fa_doctor.model.finding import Finding, Severity
+from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.human import gpu_line, selection_line, summary_text
-from fa_doctor.result import Result
+from fa_doctor.render.shell import remedy_lines
 
 # GitHub shows 10 annotations of each kind per step (50 per job) and drops the rest silently.
 ANNOTATIONS_PER_KIND = 10
@@ -47,7 +48,7 @@ def finding_body(f: Finding, limit: int = _DETAIL_CHARS) -> str:
     lines = [detail] if detail else []
     for remedy in f.remedies:
         lines.append(f"Fix: {remedy.text}")
-        lines.extend(f"    {command}" for command in remedy.lines())
+        lines.extend(f"    {command}" for command in remedy_lines(remedy))
     return "\n".join(lines)
 
 

@@ -7,9 +7,10 @@ import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fa_doctor.finding import Finding, Severity
+from fa_doctor.model.finding import Finding, Severity
+from fa_doctor.model.result import CheckPayload, ExplainPayload, FixPayload, Result
 from fa_doctor.render.base import Renderer
-from fa_doctor.result import CheckPayload, ExplainPayload, FixPayload, Result
+from fa_doctor.render.shell import fix_command, remedy_lines
 
 _MARK = {
     Severity.OK: ("✓", "green"),
@@ -173,9 +174,9 @@ class HumanRenderer(Renderer):
             self.prose(f.detail, indent=4)
         for remedy in f.remedies:
             self.prose("fix: " + remedy.text, "bold", indent=4)
-            for command in remedy.lines():
+            for command in remedy_lines(remedy):
                 self.line(command, "cyan", indent=8)
-            apply = remedy.fix_command(f.id)
+            apply = fix_command(remedy, f.id)
             if apply:
                 self.line(f"(fa-doctor can do it: {apply})", "dim", indent=8)
         if self.verbose and f.evidence:

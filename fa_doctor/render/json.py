@@ -10,10 +10,12 @@ from enum import Enum
 from typing import Any
 
 from fa_doctor import __version__
-from fa_doctor.actions import KINDS
-from fa_doctor.actions import to_dict as action_dict
+from fa_doctor.model.actions import KINDS
+from fa_doctor.model.actions import to_dict as action_dict
+from fa_doctor.model.finding import Finding
+from fa_doctor.model.result import SCHEMA, DeviceSmoke, PackageRow, Result
 from fa_doctor.render.base import Renderer
-from fa_doctor.result import SCHEMA, DeviceSmoke, PackageRow, Result
+from fa_doctor.render.shell import finding_dict
 
 _MAX_DEPTH = 40
 
@@ -36,6 +38,8 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return {"device": jsonable(value.device, depth + 1), **jsonable(value.result, depth + 1)}
     if type(value) in KINDS:
         return jsonable(action_dict(value), depth + 1)
+    if isinstance(value, Finding):
+        return jsonable(finding_dict(value), depth + 1)  # its remedies with their shell lines and fix command
     to_dict = getattr(value, "to_dict", None)
     if callable(to_dict) and not isinstance(value, type):
         return jsonable(to_dict(), depth + 1)

@@ -18,11 +18,11 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 from fa_doctor import __version__
-from fa_doctor.finding import Finding, Severity
+from fa_doctor.model.finding import Finding, Severity
+from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.github import finding_body
 from fa_doctor.render.human import gpu_line, scalar, selection_line
-from fa_doctor.result import Result
 
 # Characters XML 1.0 forbids even as references: C0 controls but tab/newline/CR, surrogates, U+FFFE/U+FFFF.
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 
-from fa_doctor.finding import Finding, Severity
+from fa_doctor.model.finding import Finding, Severity
+from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.human import gpu_line, selection_line, summary_text
-from fa_doctor.result import Result
+from fa_doctor.render.shell import remedy_lines
 
 _ICON = {"ok": "✅", "warn": "⚠️", "fail": "❌"}
 _SEVERITY = {Severity.OK: "✅ ok", Severity.INFO: "ℹ️ info", Severity.WARN: "⚠️ warn", Severity.FAIL: "❌ fail"}
@@ -89,8 +90,8 @@ class MarkdownRenderer(Renderer):
             out += ["", "### Fixes"]
             for f, remedy in fixes:
                 out += ["", f"**{inline(f.title)}** ({code(f.id)}): {inline(remedy.text)}"]
-                if remedy.lines():
-                    out += ["", fenced(remedy.lines())]
+                if remedy_lines(remedy):
+                    out += ["", fenced(remedy_lines(remedy))]
         if quiet:
             noun = "finding" if len(quiet) == 1 else "findings"
             out += ["", f"<details><summary>{len(quiet)} passing or informational {noun}</summary>", ""]

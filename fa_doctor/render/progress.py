@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO
 
-from fa_doctor.finding import Finding, Severity
+from fa_doctor.model.finding import Finding, Severity
 
 
 class PlainProgress:

@@ -3,9 +3,9 @@ warning fails, so it is shown too; an error of fa-doctor itself is its one line.
 
 from __future__ import annotations
 
-from fa_doctor.finding import Severity
+from fa_doctor.model.finding import Severity
+from fa_doctor.model.result import Result
 from fa_doctor.render.human import _STATUS_STYLE, HumanRenderer, summary_text
-from fa_doctor.result import Result
 
 
 class QuietRenderer(HumanRenderer):

@@ -3,7 +3,7 @@
 The child (child.py) is started as `python -c <source>` so that sys.path[0] is the working directory, as it is
 for `python -m sglang...`; running it by path would put fa_doctor/smoke/ first on sys.path. It reports JSON
 lines on a private pipe; this module reads them as they come (live progress, partial results survive a crash)
-through fa_doctor.proc, which bounds the run and leaves no process of the child's behind, and classifies the
+through fa_doctor.process.proc, which bounds the run and leaves no process of the child's behind, and classifies the
 errors. Nothing on the pipe is trusted: a malformed line is dropped, a malformed field is ignored.
 """
 
@@ -21,8 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from fa_doctor import proc
 from fa_doctor.catalog import names
+from fa_doctor.process import proc
 from fa_doctor.smoke import APIS, CaseResult, SmokeResult, SmokeTarget, case_specs
 from fa_doctor.smoke.classify import ImportProblem, classify
 
@@ -71,7 +71,7 @@ def run_smoke(
     env: Mapping[str, str] | None = None,
     reap_seconds: float = 10.0,
 ) -> SmokeResult:
-    """Run the child, at most ``timeout`` s; then it and everything it started are gone (fa_doctor.proc).
+    """Run the child, at most ``timeout`` s; then it and everything it started are gone (fa_doctor.process.proc).
 
     FA4 (api "cute") with ``use_cache``: the child caches compiled kernels under ``cache_dir`` (default
     ``~/.cache/fa-doctor/cute-dsl``) in a subfolder named by the hash of what they depend on (see

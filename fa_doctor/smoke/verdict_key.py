@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import fa_doctor
 from fa_doctor.catalog import implementations, names
-from fa_doctor.facts import Facts
-from fa_doctor.probes import fingerprint as fp
-from fa_doctor.probes.gpu import GpuDevice
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.machine import GpuDevice
 from fa_doctor.smoke import APIS, SmokeResult, SmokeTarget, case_specs
+from fa_doctor.smoke import fingerprint as fp
 
 # What an implementation imports besides its own distributions. `flash_attn` is a namespace two distributions
 # fill (FA2 up to 2.8.3.post1 ships a flash_attn/cute of its own): both are watched for either.

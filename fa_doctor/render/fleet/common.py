@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fa_doctor.fleet.model import FleetPayload, Install
-from fa_doctor.result import Result
+from fa_doctor.model.result import Result
 
 NAMES_SHOWN = 10
 

@@ -4,11 +4,11 @@ group, guarded so no node's text can act as a command; the verdict last. Escapin
 
 from __future__ import annotations
 
-from fa_doctor.finding import Severity
+from fa_doctor.model.finding import Severity
+from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.fleet.common import head, install_line, names, payload_of, summary_text
 from fa_doctor.render.github import ANNOTATIONS_PER_KIND, guarded, workflow_command
-from fa_doctor.result import Result
 
 _KIND = {Severity.FAIL: "error", Severity.WARN: "warning"}
 

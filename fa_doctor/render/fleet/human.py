@@ -3,11 +3,11 @@ the nodes that have it and its fixes, the outliers, and what could not be merged
 
 from __future__ import annotations
 
-from fa_doctor.finding import Severity
 from fa_doctor.fleet.model import FleetPayload
+from fa_doctor.model.finding import Severity
+from fa_doctor.model.result import Result
 from fa_doctor.render.fleet.common import head, install_line, names, payload_of, summary_text
 from fa_doctor.render.human import _MARK, _STATUS_STYLE, HumanRenderer
-from fa_doctor.result import Result
 
 _GROUP_FINDINGS = 3
 

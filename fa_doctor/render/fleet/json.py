@@ -7,10 +7,10 @@ import math
 from typing import Any
 
 from fa_doctor import __version__
-from fa_doctor.finding import Remedy
 from fa_doctor.fleet.model import FLEET_SCHEMA, FleetPayload
+from fa_doctor.model.finding import Remedy
+from fa_doctor.model.result import Result
 from fa_doctor.render.json import JsonRenderer, jsonable
-from fa_doctor.result import Result
 
 
 def _remedy(remedy: Remedy) -> dict[str, Any]:

@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 from fa_doctor import __version__
+from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.fleet.common import head, install_line, payload_of, summary_text
 from fa_doctor.render.junit import xml_text
-from fa_doctor.result import Result
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:

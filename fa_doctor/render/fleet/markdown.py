@@ -4,11 +4,11 @@ the Markdown renderer's own rules (`inline`, `code`, `fenced`)."""
 
 from __future__ import annotations
 
-from fa_doctor.finding import Severity
+from fa_doctor.model.finding import Severity
+from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.fleet.common import head, install_line, names, payload_of, summary_text
 from fa_doctor.render.markdown import code, fenced, inline
-from fa_doctor.result import Result
 
 _ICON = {"ok": "✅", "warn": "⚠️", "fail": "❌"}
 _SEVERITY = {Severity.OK: "✅ ok", Severity.INFO: "ℹ️ info", Severity.WARN: "⚠️ warn", Severity.FAIL: "❌ fail"}

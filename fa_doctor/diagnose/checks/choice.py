@@ -1,0 +1,114 @@
+"""Findings about the selection: what runs for prefill and decode, and whether it can."""
+
+from __future__ import annotations
+
+from fa_doctor.catalog.families import BY_KEY
+from fa_doctor.diagnose.checks import remedies
+from fa_doctor.diagnose.checks.override import best_valid
+from fa_doctor.diagnose.derive.inventory import ImplState
+from fa_doctor.diagnose.derive.selection import PhaseChoice, Selection
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.probes.environment import OVERRIDE
+
+
+def _label(choice: PhaseChoice) -> str:
+    if choice.version is None:
+        return choice.backend or "no FA"
+    impl = BY_KEY.get(choice.implementation or "")
+    return impl.label if impl else f"FA{choice.version}"
+
+
+def _same(sel: Selection) -> bool:
+    a, b = sel.prefill, sel.decode
+    return (a.backend, a.version, a.implementation, a.problems) == (b.backend, b.version, b.implementation, b.problems)
+
+
+def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, override: int | None) -> list[Finding]:
+    out: list[Finding] = []
+    phases = [sel.prefill] if _same(sel) else list(sel.phases)
+    label = "prefill and decode" if _same(sel) else None
+    evidence = sel.to_dict()
+    for choice in phases:
+        where = label or choice.phase
+        if choice.source == "override":
+            continue  # override.unavailable / override.active already say it, with every reason
+        if choice.source == "auto" and choice.version is None:
+            if any(s.installed for s in states.values()):
+                out.append(
+                    Finding(
+                        "selection.none",
+                        Severity.FAIL,
+                        "No installed FlashAttention can run here",
+                        f"{choice.why}: " + "; ".join(choice.problems) + ".",
+                        evidence,
+                        (remedies.reinstall_first("fa4"), *_auto(facts)),
+                    )
+                )
+            break
+        if choice.problems:
+            good = best_valid(facts, states)
+            fixes: list[Remedy] = []
+            if choice.implementation and not states[choice.implementation].importable:
+                fixes += remedies.reinstall(facts, choice.implementation)
+            if choice.source == "flag":
+                alt = f"--attention-backend fa{good}" if good else "--attention-backend triton"
+                fixes.append(Remedy(f"Change the flag: {alt} works here.", ()))
+            fixes += _auto(facts)
+            out.append(
+                Finding(
+                    "selection.unavailable",
+                    Severity.FAIL,
+                    f"{_label(choice)} is selected for {where} but cannot run",
+                    f"{choice.why}; but: " + "; ".join(choice.problems) + ".",
+                    evidence,
+                    tuple(fixes),
+                )
+            )
+        elif choice.version is None:
+            default = sel.sglang_default
+            out.append(
+                Finding(
+                    "selection.not_fa",
+                    Severity.INFO,
+                    f"{where}: {choice.backend or 'no backend'} runs, not FlashAttention",
+                    f"{choice.why}. FA runs only with --attention-backend fa3|fa4"
+                    + (f" (SGLang's default here is {default})." if default else "."),
+                    evidence,
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    "selection.ok",
+                    Severity.OK,
+                    f"FA{choice.version} will run for {where}: {_label(choice)}",
+                    choice.why + ".",
+                    evidence,
+                )
+            )
+    if override is not None and facts.flags.any:
+        flagged = {p.phase: p for p in sel.phases}
+        names = [f for f in (facts.flags.attention, facts.flags.prefill, facts.flags.decode) if f]
+        if any(n != f"fa{override}" for n in names):
+            out.append(
+                Finding(
+                    "selection.conflict",
+                    Severity.WARN,
+                    f"{OVERRIDE}={override} and the backend flags disagree",
+                    f"The flags ask for {', '.join(sorted(set(names)))}; SGLang itself obeys the flags, "
+                    f"so FA{override} runs "
+                    "only if your launcher rewrites them from the variable. fa-doctor reports the override's choice.",
+                    {"override": override, "flags": names, "selection": {k: v.to_dict() for k, v in flagged.items()}},
+                    (
+                        remedies.unset_override(None),
+                        Remedy(f"Or make the flags match the override: --attention-backend fa{override}."),
+                    ),
+                )
+            )
+    return out
+
+
+def _auto(facts: Facts) -> tuple[Remedy, ...]:
+    """Remedy (3) only when something pins a version: otherwise auto-detection already chose."""
+    return (remedies.auto_detect(facts),) if remedies.pinned(facts) else ()

@@ -1,0 +1,118 @@
+"""SGLANG_FLASHATTENTION_VERSION: strictly 2, 3 or 4, and only a value that can work here."""
+
+from __future__ import annotations
+
+from fa_doctor.diagnose.checks import remedies
+from fa_doctor.diagnose.derive.inventory import ImplState
+from fa_doctor.diagnose.derive.pin import VALID, parse_override
+from fa_doctor.diagnose.derive.selection import implementation_for
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.probes.environment import OVERRIDE
+
+_SGLANG_FLAG = {3: "--attention-backend fa3", 4: "--attention-backend fa4"}
+
+
+def shown(raw: str, limit: int = 40) -> str:
+    """A value as it can be printed safely: escapes control and non-ASCII characters, bounded length."""
+    text = ascii(raw[:limit])
+    return text + (f" ... ({len(raw)} characters)" if len(raw) > limit else "")
+
+
+def _relation(facts: Facts, version: int) -> str:
+    flag = _SGLANG_FLAG.get(version)
+    text = (
+        f"It corresponds to SGLang's `{flag}`"
+        if flag
+        else "SGLang has no FA2 backend (FA2 is only a fallback inside its FA3 path), so no SGLang flag matches it"
+    )
+    if facts.sglang is None:
+        return text + "."
+    if facts.sglang.reads_override:
+        return text + f"; the installed SGLang {facts.sglang.version} reads {OVERRIDE} itself."
+    return (
+        text + f". The installed SGLang {facts.sglang.version} does not read {OVERRIDE} itself: it takes effect "
+        "only where your launcher turns it into that flag."
+    )
+
+
+def best_valid(facts: Facts, states: dict[str, ImplState]) -> int | None:
+    for version in (3, 4, 2):
+        state, problems = implementation_for(version, facts, states)
+        if state is not None and not problems:
+            return version
+    return None
+
+
+def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Finding], int | None]:
+    """Findings, and the version the override pins (None: unset or invalid)."""
+    raw = facts.env.get(OVERRIDE)
+    try:
+        version = parse_override(raw)
+    except ValueError:
+        assert raw is not None
+        good = best_valid(facts, states)
+        return [
+            Finding(
+                "override.invalid",
+                Severity.FAIL,
+                f"{OVERRIDE} has an invalid value",
+                f"{OVERRIDE}={shown(raw)} is not one of the documented values 2, 3 or 4 (unset means auto-detection). "
+                "A launcher that passes it on ends in errors such as "
+                "`ValueError: Invalid version: self.fa_impl_ver=5`.",
+                {"variable": OVERRIDE, "value": shown(raw), "valid": list(VALID)},
+                (remedies.unset_override(good), remedies.auto_detect()),
+            )
+        ], None
+    if version is None:
+        reads = (
+            ""
+            if facts.sglang is None
+            else (
+                f" The installed SGLang {facts.sglang.version} "
+                f"{'reads' if facts.sglang.reads_override else 'does not read'}"
+                " it itself."
+            )
+        )
+        return [
+            Finding(
+                "override.unset",
+                Severity.OK,
+                f"{OVERRIDE} is not set: auto-detection decides",
+                "When set to 3 or 4 it stands for SGLang's `--attention-backend fa3|fa4`." + reads,
+                {"variable": OVERRIDE},
+            )
+        ], None
+    state, problems = implementation_for(version, facts, states)
+    evidence = {
+        "variable": OVERRIDE,
+        "value": raw,
+        "implementation": state.impl.key if state else None,
+        "sglang_flag": _SGLANG_FLAG.get(version),
+        "sglang_reads_it": facts.sglang.reads_override if facts.sglang else None,
+    }
+    if problems or state is None:  # implementation_for gives no state only with a reason
+        # Never the pinned version itself: best_valid returns only versions without problems.
+        fixes: list[Remedy] = [remedies.unset_override(best_valid(facts, states))]
+        if state is not None and (not state.importable):
+            fixes += remedies.reinstall(facts, state.impl.key)
+        fixes.append(remedies.auto_detect())
+        return [
+            Finding(
+                "override.unavailable",
+                Severity.FAIL,
+                f"{OVERRIDE}={version} cannot work here",
+                f"FA{version} is pinned, but: " + "; ".join(problems) + ". " + _relation(facts, version),
+                {**evidence, "reasons": problems},
+                tuple(fixes),
+            )
+        ], version
+    return [
+        Finding(
+            "override.active",
+            Severity.INFO,
+            f"{OVERRIDE}={version} pins FA{version}",
+            f"{state.impl.label} is installed and supports the visible GPUs. " + _relation(facts, version),
+            evidence,
+        )
+    ], version

@@ -1,0 +1,277 @@
+"""Inventory findings: conflicts, broken, shadowed, duplicate and missing installs."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+from collections.abc import Mapping
+
+from fa_doctor.catalog import names
+from fa_doctor.catalog.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of, normalize
+from fa_doctor.diagnose.checks import remedies
+from fa_doctor.diagnose.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
+from fa_doctor.diagnose.derive.requires import installed
+from fa_doctor.model.actions import Action, RunCommand, move_aside
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.install import ModuleSpot
+from fa_doctor.model.intents import ReinstallOwners, Satisfy
+
+# Requirements that break imports when wrong (torch pins of compiled builds, the FA4 runtime).
+_CHECKED_REQUIREMENTS: dict[str, tuple[str, ...] | None] = {
+    **{name: None for name in (names.FLASH_ATTN_4, *names.FA4_ALIASES)},
+    **{name: (names.TORCH,) for name in names.SGL_KERNELS},
+    # The servers: every requirement, as `pip check` reports them (the server dies on them first).
+    **{name: None for name in names.SERVERS},
+}
+
+
+def _reinstall_for(facts: Facts, normalized: str) -> tuple[Remedy, ...]:
+    for impl in IMPLEMENTATIONS:
+        if normalized in impl.distributions:
+            return remedies.reinstall(facts, impl.key)
+    version = installed(facts, normalized)
+    if version is None:
+        return ()
+    text = f"(2) Reinstall {normalized} {version}, the same version, without touching its dependencies."
+    return (remedies.reinstall_same(text, f"{normalized}=={version}"),)
+
+
+def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
+    found = [s for s in states.values() if s.installed]
+    if not found:
+        return [
+            Finding(
+                "package.none",
+                Severity.FAIL,
+                "No FlashAttention implementation is installed",
+                f"None of {', '.join(sorted({i.distributions[0] for i in IMPLEMENTATIONS}))} is installed for "
+                f"{facts.target.executable}.",
+                {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
+                (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),
+            )
+        ]
+    listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in found if s.dist}
+    return [
+        Finding(
+            "package.found",
+            Severity.OK,
+            "FlashAttention packages found",
+            "; ".join(f"{k}: {v}" for k, v in listing.items()),
+            listing,
+        )
+    ]
+
+
+def conflicts(facts: Facts) -> list[Finding]:
+    owners: dict[str, list[str]] = defaultdict(list)
+    for dist in facts.scan.distributions:
+        for rel in dist.files or ():
+            top = rel.split("/", 1)[0]
+            if top.split(".", 1)[0] in GUARDED_TOP_LEVEL and not rel.endswith(".pyc"):
+                owners[os.path.join(dist.location, rel)].append(f"{dist.name} {dist.version}")
+    shared = {path: dists for path, dists in owners.items() if len(set(dists)) > 1}
+    if not shared:
+        return []
+    by_pair: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for path, dists in shared.items():
+        by_pair[tuple(sorted(set(dists)))].append(path)
+    out = []
+    for pair, paths in by_pair.items():
+        common = os.path.commonpath(paths) if len(paths) > 1 else paths[0]
+        out.append(
+            Finding(
+                "package.conflict",
+                Severity.FAIL,
+                f"{' and '.join(pair)} own the same files",
+                f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: "
+                "whichever was installed last "
+                "overwrote the other's copy, and uninstalling either deletes files the other needs.",
+                {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
+                (remedies.planned(ReinstallOwners(tuple(pair))),),
+            )
+        )
+    return out
+
+
+def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
+    out = []
+    for state in states.values():
+        if not state.installed or state.dist is None:
+            continue
+        dist = state.dist
+        if state.broken:
+            out.append(
+                Finding(
+                    "package.broken",
+                    Severity.FAIL,
+                    f"{state.impl.label} is installed but broken",
+                    " ".join(state.broken),
+                    {
+                        "implementation": state.impl.key,
+                        "distribution": dist.name,
+                        "version": dist.version,
+                        "location": dist.location,
+                        "reasons": list(state.broken),
+                    },
+                    remedies.reinstall(facts, state.impl.key),
+                )
+            )
+        if state.shadowed:
+            out.append(
+                Finding(
+                    "package.shadowed",
+                    Severity.FAIL,
+                    f"`import {state.spot.name}` does not load {dist.name}",
+                    state.shadowed
+                    + ". Something earlier on the search path (a source checkout in the working directory, "
+                    "PYTHONPATH, or another site directory) wins.",
+                    {
+                        "module": state.spot.name,
+                        "resolves_to": state.spot.origin,
+                        "distribution": dist.name,
+                        "installed_at": dist.location,
+                    },
+                    (
+                        Remedy(
+                            "Run the server from outside the source checkout, or remove the earlier copy from the path "
+                            "(check PYTHONPATH and user site-packages).",
+                            actions=(RunCommand(("printenv", "PYTHONPATH")),),
+                        ),
+                        *remedies.reinstall(facts, state.impl.key),
+                    ),
+                )
+            )
+    return out
+
+
+def unmanaged(facts: Facts, spots: Mapping[str, ModuleSpot]) -> list[Finding]:
+    """FA import names that resolve to files no installed distribution owns (a checkout, a leftover)."""
+    out = []
+    for name, spot in spots.items():
+        if not spot.found or spot.origin is None:
+            continue
+        owners = [
+            d
+            for d in facts.scan.distributions
+            if inside(spot.origin, owner_roots(d))
+            and (name in d.top_level or any(f.split("/", 1)[0].split(".")[0] == name for f in d.files or ()))
+        ]
+        if owners:
+            continue
+        out.append(
+            Finding(
+                "package.unmanaged",
+                Severity.WARN,
+                f"`import {name}` loads files no installed distribution owns",
+                f"{name} resolves to {spot.origin}, which no distribution's metadata lists: "
+                "a source checkout, a copied "
+                "folder, or what an uninstall left behind. Its version cannot be known.",
+                {"module": name, "resolves_to": spot.origin},
+                _move_stray(spot.name, spot.kind, spot.origin, spot.search_locations, spot.entry),
+            )
+        )
+    return out
+
+
+def _move_stray(name: str, kind: str, origin: str, search: tuple[str, ...], entry: str | None) -> tuple[Remedy, ...]:
+    """Move the module itself (the package folder, or the one file) aside, checked to lie inside its path entry."""
+    text = "Move the stray copy aside (nothing is deleted; or run from another directory), then reinstall the package "
+    try:
+        if kind in ("package", "namespace"):
+            folder = search[0] if search else origin
+            root = entry or os.path.dirname(folder)
+            if os.path.basename(os.path.normpath(folder)) != name.split(".")[-1]:
+                raise ValueError(f"{folder!r} is not the {name} package folder")
+            action = move_aside(os.path.abspath(folder), os.path.abspath(root))
+        else:
+            action = move_aside(os.path.abspath(origin), os.path.abspath(entry or os.path.dirname(origin)))
+    except ValueError as exc:
+        return (Remedy(f"Remove the stray copy by hand: fa-doctor will not move it ({exc}).", ()),)
+    return (Remedy(text + "you want.", actions=(action,)),)
+
+
+def duplicates(facts: Facts) -> list[Finding]:
+    seen: dict[str, list[str]] = defaultdict(list)
+    for dist in facts.scan.distributions:
+        seen[dist.normalized].append(f"{dist.version} at {dist.location}")
+    out = []
+    for name, where in seen.items():
+        if len(where) > 1 and (name in FA_DISTRIBUTIONS or family_of(name) != "other"):
+            out.append(
+                Finding(
+                    "package.duplicate",
+                    Severity.WARN,
+                    f"{name} is installed {len(where)} times",
+                    f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
+                    "shadowed and confuse pip.",
+                    {"distribution": name, "copies": where},
+                    (*_move_shadowed(facts, name),),
+                )
+            )
+    return out
+
+
+def requirements(facts: Facts) -> list[Finding]:
+    out = []
+    for dist in facts.scan.distributions:
+        if dist.normalized not in _CHECKED_REQUIREMENTS or facts.scan.first(dist.normalized) is not dist:
+            continue
+        unmet = unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])
+        if not unmet:
+            continue
+        torch_pin = any(_name_of(r) == "torch" for r, _ in unmet)
+        missing = any(have == "not installed" for _, have in unmet)
+        severity = Severity.FAIL if missing or torch_pin else Severity.WARN
+        # torch first: a pin on another torch decides what can be done about everything else.
+        ordered = sorted(unmet, key=lambda u: _name_of(u[0]) != names.TORCH)
+        detail = "; ".join(f"requires {r}, found {have}" for r, have in ordered)
+        if torch_pin and dist.normalized not in names.SERVERS:
+            detail += (
+                ". Its compiled kernels link against that torch's C++ symbols: with another torch, import fails "
+                "with `undefined symbol`"
+            )
+        out.append(
+            Finding(
+                "package.requirement",
+                severity,
+                f"{dist.name} {dist.version}: requirements not met",
+                detail + ".",
+                {
+                    "distribution": dist.name,
+                    "version": dist.version,
+                    "unmet": [{"requirement": r, "found": h} for r, h in unmet],
+                },
+                (
+                    remedies.planned(Satisfy(dist.name, tuple(unmet))),
+                    *(() if dist.normalized in names.SERVERS else _reinstall_for(facts, dist.normalized)),
+                ),
+            )
+        )
+    return out
+
+
+def _name_of(requirement: str) -> str:
+    head = re.match(r"\s*([A-Za-z0-9._-]*)", requirement)
+    return normalize(head.group(1) if head else "")
+
+
+def _move_shadowed(facts: Facts, name: str) -> tuple[Remedy, ...]:
+    """Move the metadata of every shadowed copy aside, by its path: pip and fa-doctor then see one copy, and the
+    copy the server imports is never touched (`pip uninstall NAME` would remove the first one, the server's)."""
+    moves: list[Action] = []
+    for dist in facts.scan.named(name)[1:]:
+        try:
+            moves.append(move_aside(os.path.abspath(dist.metadata_dir), os.path.abspath(dist.location)))
+        except ValueError:
+            continue
+    if not moves:
+        return (Remedy("Remove the shadowed copies by hand: fa-doctor cannot move their metadata.", ()),)
+    return (
+        Remedy(
+            "Move the shadowed copies' metadata aside (nothing is deleted; the copy first on the path, the one the "
+            "server imports, stays as it is). Their files stay shadowed; delete them by hand once the server runs.",
+            actions=tuple(moves),
+        ),
+    )

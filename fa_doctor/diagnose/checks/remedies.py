@@ -1,0 +1,65 @@
+"""The three documented remedies as checks state them: (1) unset or fix the override, (2) reinstall a
+compatible package, (3) let auto-detection pick.
+
+(1) and (3) are shell and launch-command changes, made here; (2) is an intent (`fa_doctor.model.intents`):
+which version, from which index, under which constraints is decided by the planner after every check ran.
+"""
+
+from __future__ import annotations
+
+from fa_doctor.model.actions import Action, RunCommand, SetEnv, UnsetEnv
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Remedy
+from fa_doctor.model.intents import Install, Intent, ReinstallSame
+from fa_doctor.probes.environment import OVERRIDE
+
+UNSET_FIX = 'eval "$(fa-doctor fix --unset-override)"'
+
+
+def planned(intent: Intent, text: str = "") -> Remedy:
+    """A remedy whose actions the planner decides."""
+    return Remedy(text, intent=intent)
+
+
+def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
+    """Remedy (2) for one implementation key (the planner writes it for this torch/CUDA/GPU)."""
+    del facts  # the planner reads them
+    return (planned(Install(key)),)
+
+
+def reinstall_first(key: str) -> Remedy:
+    return planned(Install(key, first=True))
+
+
+def reinstall_same(text: str, *specs: str) -> Remedy:
+    return planned(ReinstallSame(tuple(specs), text))
+
+
+def pinned(facts: Facts) -> bool:
+    """Whether anything pins the choice: the override variable or a backend flag."""
+    return OVERRIDE in facts.env or facts.flags.any
+
+
+def unset_override(valid: int | None = None) -> Remedy:
+    actions: list[Action] = [UnsetEnv(OVERRIDE)]
+    text = (
+        f"(1) Unset {OVERRIDE} in this shell (`{UNSET_FIX}` does it) and remove it from env files and launch scripts "
+        "(`fa-doctor fix --unset-override --env-file FILE`)"
+    )
+    if valid is not None:
+        actions.append(SetEnv(OVERRIDE, str(valid)))
+        text += f", or set it to {valid}, a value that works here (`fa-doctor fix --unset-override --set {valid}`)"
+    return Remedy(text + ".", actions=tuple(actions))
+
+
+def auto_detect(facts: Facts | None = None) -> Remedy:
+    """Remedy (3); callers offer it only when `pinned(facts)`."""
+    actions: list[Action] = []
+    if facts is None or OVERRIDE in facts.env:
+        actions.append(UnsetEnv(OVERRIDE))
+    actions.append(RunCommand(("fa-doctor", "check")))
+    return Remedy(
+        f"(3) Remove the pin and let auto-detection choose: drop {OVERRIDE} and any "
+        "--attention-backend fa3|fa4 from the launch command; `fa-doctor check` then shows what runs.",
+        actions=tuple(actions),
+    )

@@ -1,0 +1,57 @@
+"""The server's own unmet requirements, and which distribution a missing module belongs to.
+
+A smoke test that fails on `No module named 'orjson'` is not an FA problem: orjson is a requirement of the
+installed sglang that pip never installed. This module names the distribution that requires the module and
+turns that distribution's unmet requirements (as `pip check` reports them) into an install that holds torch
+and the server's other pins where they are.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fa_doctor.catalog.families import normalize
+from fa_doctor.catalog.names import MODULE_OWNERS
+from fa_doctor.diagnose.derive.requires import installed, name_of, requires, server
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Remedy
+from fa_doctor.model.install import Distribution
+from fa_doctor.model.intents import Install, Satisfy
+
+
+def distribution_for_module(module: str) -> str:
+    top = module.split(".", 1)[0]
+    return MODULE_OWNERS.get(top, normalize(top))
+
+
+def who_requires(facts: Facts, module: str) -> Distribution | None:
+    """The installed distribution (server first) that requires the distribution providing `module`."""
+    want = normalize(distribution_for_module(module))
+    ordered = [d for d in (server(facts),) if d] + list(facts.scan.distributions)
+    for dist in ordered:
+        if requires(facts, dist, want) is not None:
+            return dist
+    return None
+
+
+def for_problem(facts: Facts, key: str, problem: object) -> tuple[Remedy, ...]:
+    """The reinstall for a smoke-test failure, unless a missing module belongs to another distribution's
+    unmet requirements (sglang's `orjson`): then that distribution's requirements are the remedy."""
+    from fa_doctor.catalog.families import FA_DISTRIBUTIONS
+    from fa_doctor.diagnose.derive.inventory import unmet_requirements
+
+    evidence = getattr(problem, "evidence", None) or {}
+    module = str(evidence.get("module", "")) if getattr(problem, "cause", None) == "module_missing" else ""
+    if module and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,200}", module):
+        provider = distribution_for_module(module)
+        owner = who_requires(facts, module)
+        if owner is not None and provider not in FA_DISTRIBUTIONS and installed(facts, provider) is None:
+            # Only the requirement behind the missing module: the smoke test failed on it, and an install of
+            # everything the server lacks is package.requirement's remedy (it may need another torch).
+            unmet = [u for u in unmet_requirements(owner, facts) if name_of(u[0]) == normalize(provider)]
+            head = Remedy(
+                f"`import {module.split('.')[0]}` fails because {provider}, a requirement of {owner.name} "
+                f"{owner.version}, is not installed: the FA packages are not the cause."
+            )
+            return (head, Remedy("", intent=Satisfy(owner.name, tuple(unmet))))
+    return (Remedy("", intent=Install(key)),)

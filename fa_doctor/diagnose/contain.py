@@ -1,0 +1,54 @@
+"""Every check contained, every probe bounded: one failure becomes a finding, not a dead run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from fa_doctor.model.finding import Finding, Remedy, Severity
+
+T = TypeVar("T")
+
+ISSUES = "https://github.com/fa-doctor/fa-doctor/issues"
+
+
+def crash_finding(name: str, exc: BaseException, others_ran: bool = True) -> Finding:
+    """`others_ran`: False when the crashed step is one the other checks needed (the derived facts)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "?"
+    return Finding(
+        "internal.check_crashed",
+        Severity.FAIL,
+        f"fa-doctor's {name} check crashed",
+        f"{type(exc).__name__}: {exc} (at {where}). "
+        + (
+            "The other checks still ran; this one says nothing about your install."
+            if others_ran
+            else "The checks that need it could not run: this says nothing about your install."
+        ),
+        {"check": name, "error": f"{type(exc).__name__}: {exc}", "where": where},
+        (Remedy("Report it with the output of `fa-doctor check --json`.", (ISSUES,)),),
+    )
+
+
+def probe_failed(exc: BaseException) -> Finding:
+    """A probe that every check depends on gave no answer: nothing else could be checked."""
+    return Finding(
+        "internal.probe_failed",
+        Severity.FAIL,
+        "fa-doctor could not read the environment",
+        f"{exc}. Every check needs what this probe reads, so none of them ran: this says nothing about your install "
+        "yet. A file that blocks when read (a FIFO or device named like package metadata) or a very slow file "
+        "system can cause it.",
+        {"error": f"{type(exc).__name__}: {exc}"},
+        (Remedy("Run it again with `--json` and report the output if it persists.", (ISSUES,)),),
+    )
+
+
+def contained(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:
+    try:
+        return list(check())
+    except Exception as exc:
+        return [crash_finding(name, exc)]

@@ -1,0 +1,251 @@
+"""The one remedy planner: run after every check, it turns each remedy's intent into typed actions.
+
+Rules it holds for every install (docs/remedies.md):
+- constraints: the installed torch and every exact pin of the server, its pin of the package being installed
+  included (sglang 0.5.23 pins its kernel package ==0.4.10);
+- an explicit version where the index has only pre-releases; `--no-cache-dir` on every rebuild;
+- only commands the resolver can satisfy: where none exists (the server pins another torch than the one
+  installed) it says so and offers the coherent alternatives, the one that moves torch marked as such;
+- every `fa-doctor fix` hint carries the target options it was computed for.
+Without facts (explain without --python) there is no torch to hold: no install is planned, only the check
+that would plan one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from fa_doctor.catalog import ecosystem, names
+from fa_doctor.diagnose.derive.requires import exact_pin, installed, name_of, public, requirement
+from fa_doctor.diagnose.plan import recipes
+from fa_doctor.diagnose.plan.constraints import Unheld, keep_except, pip_install, reinstall_same
+from fa_doctor.diagnose.plan.torch import cuda_torch, install_torch
+from fa_doctor.model import intents as I
+from fa_doctor.model.actions import RunCommand
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Finding, Remedy
+
+
+def plan(findings: Iterable[Finding], facts: Facts | None, target: tuple[str, ...] = ()) -> list[Finding]:
+    """`findings` with every intent expanded into concrete remedies, and the fix hints made for `target`."""
+    out = []
+    for finding in findings:
+        remedies: list[Remedy] = []
+        for remedy in finding.remedies:
+            expanded = expand(remedy, facts) if remedy.intent is not None else (remedy,)
+            remedies += [_for_target(r, target) for r in expanded]
+        out.append(replace(finding, remedies=tuple(unique(remedies))))
+    return out
+
+
+def _for_target(remedy: Remedy, target: tuple[str, ...]) -> Remedy:
+    """The remedy as computed for `target`: its fix hint carries the same options, and any `fa-doctor check` it
+    suggests looks at the same interpreter (`--python PATH`; not the launch flags, which remedy (3) removes)."""
+    where = next((target[i : i + 2] for i in range(len(target) - 1) if target[i] == "--python"), ())
+    actions = tuple(
+        RunCommand((*a.argv, *where)) if isinstance(a, RunCommand) and a.argv == ("fa-doctor", "check") else a
+        for a in remedy.actions
+    )
+    return replace(remedy, target=target, actions=actions)
+
+
+def unique(remedies: list[Remedy]) -> list[Remedy]:
+    seen: set[tuple[object, ...]] = set()
+    out = []
+    for r in remedies:
+        key = (r.text, r.commands, r.actions)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def expand(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
+    intent = remedy.intent
+    assert intent is not None
+    if facts is None:
+        return (_check_first(remedy, intent),)
+    try:
+        planned = _expand(intent, facts)
+    except Unheld as exc:
+        return (
+            Remedy(
+                f"fa-doctor plans no install here: {exc}, so it cannot hold torch where it is. Reinstall torch "
+                "from a release (or fix its METADATA), then run fa-doctor check again.",
+                actions=(RunCommand((facts.target.executable, "-m", "pip", "show", names.TORCH)),),
+            ),
+        )
+    if remedy.text and planned:  # the check's own sentence leads the first planned remedy
+        head = planned[0]
+        joined = remedy.text.rstrip() + " " + head.text
+        return (replace(head, text=joined, commands=remedy.commands + head.commands), *planned[1:])
+    return planned
+
+
+def _check_first(remedy: Remedy, intent: I.Intent) -> Remedy:
+    what = intent.implementation if isinstance(intent, I.Install) else "the package"
+    return Remedy(
+        (remedy.text + " " if remedy.text else "")
+        + f"The exact install for {what} depends on the torch and server of the environment that runs it: "
+        "`fa-doctor check --python PATH` (that environment's interpreter) prints it, with torch and the server's "
+        "pins held.",
+        actions=(RunCommand(("fa-doctor", "check", "--python", "PATH")),),
+    )
+
+
+def _expand(intent: I.Intent, facts: Facts) -> tuple[Remedy, ...]:
+    if isinstance(intent, I.Install):
+        planned = recipes.reinstall(facts, intent.implementation)
+        return planned[:1] if intent.first else planned
+    if isinstance(intent, I.ReinstallSame):
+        return (Remedy(intent.text, actions=(reinstall_same(facts, *intent.specs),)),)
+    if isinstance(intent, I.Rebuild):
+        return (_rebuild(facts, intent),)
+    if isinstance(intent, I.Satisfy):
+        return satisfy(facts, intent)
+    if isinstance(intent, I.InstallTorch):
+        return (install_torch(facts),)
+    if isinstance(intent, I.CudaTorch):
+        return (cuda_torch(facts, intent.version),)
+    if isinstance(intent, I.ReinstallOwners):
+        return (_owners(facts, intent.owners),)
+    raise TypeError(f"unknown intent {intent!r}")
+
+
+def _rebuild(facts: Facts, intent: I.Rebuild) -> Remedy:
+    version = installed(facts, intent.name) or ecosystem.latest(intent.name)
+    spec = f"{intent.name}=={version}" if version else intent.name
+    options: tuple[str, ...] = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
+    if intent.from_source:
+        options += ("--no-binary", intent.name)
+    env = intent.env if any(k == "MAX_JOBS" for k, _ in intent.env) else (*intent.env, ("MAX_JOBS", names.BUILD_JOBS))
+    text = intent.text or (
+        f"(2) Rebuild {intent.name} against the installed torch: no build isolation (the build sees this torch) and "
+        "no wheel cache (pip would reinstall the wheel it built for the old torch)."
+    )
+    return Remedy(text, actions=(pip_install(facts, (spec,), options, env=env),))
+
+
+def _owners(facts: Facts, owners: tuple[str, ...]) -> Remedy:
+    """Reinstall so the FA4 package's copy of the shared files is the one left on disk."""
+    from fa_doctor.catalog.families import family_of
+
+    specs = [
+        (n, v)
+        for n, v in (o.split(" ", 1) for o in owners if " " in o)
+        if requirement(n) == n and installed(facts, n) == v
+    ]
+    fa4 = [(n, v) for n, v in specs if family_of(name_of(n)).startswith("fa4")]
+    if fa4:
+        return Remedy(
+            "(2) Reinstall the FA4 package last, the same version without its dependencies, so its flash_attn/cute "
+            "files win (flash-attn <= 2.8.3.post2 ships an old snapshot of them). Uninstalling the other owner later "
+            "deletes FA4's files: run this again after it.",
+            actions=(reinstall_same(facts, *(f"{n}=={v}" for n, v in fa4)),),
+        )
+    return Remedy(
+        "(2) Reinstall each owner, the same version without its dependencies, so the copy you want is written "
+        "last (pip cannot uninstall one owner without deleting files the other needs).",
+        actions=tuple(reinstall_same(facts, f"{n}=={v}") for n, v in specs),
+    )
+
+
+# ---- a server's unmet requirements, and what to do when they cannot be met with this torch ------------------
+
+
+def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
+    """Install what the server (or another distribution) declares and lacks; torch is never moved here: where a
+    requirement needs another torch, the coherent alternatives are offered instead."""
+    torch_now = installed(facts, names.TORCH)
+    specs: list[str] = []
+    bound: list[str] = []  # requirements that cannot be met without another torch
+    moved: list[str] = []  # installed at another version: moving them is the user's call
+    torch_spec: str | None = None
+    for text, have in intent.unmet:
+        spec = requirement(text)
+        if spec is None:
+            continue
+        name = name_of(spec)
+        if name == names.TORCH:
+            torch_spec = spec
+            continue
+        if have != "not installed":
+            moved.append(f"{spec} (found {have})")
+            continue
+        pin = exact_pin(spec)
+        torch_pin = ecosystem.pin(name, public(pin), names.TORCH) if pin else None
+        if torch_pin and torch_now and public(torch_pin) != public(torch_now):
+            bound.append(f"{spec} (built for torch {torch_pin} exactly)")
+        else:
+            specs.append(spec)
+    out: list[Remedy] = []
+    if torch_spec and exact_pin(torch_spec) and specs:
+        # Installed around a torch the requirer does not accept, the rest would be built for the wrong torch:
+        # the coherent set-ups below come first, and each brings its own requirements.
+        specs = []
+    if specs:
+        out.append(
+            Remedy(
+                f"(2) Install what {intent.requirer} declares and lacks, at its own pins (as `pip check` reports "
+                "them); torch and the server's pins are held as constraints.",
+                actions=(pip_install(facts, specs, (), keep_except(facts, specs)),),
+            )
+        )
+    if moved:
+        out.append(
+            Remedy(
+                f"{intent.requirer} pins other versions than the installed {', '.join(moved)}: fa-doctor leaves "
+                "installed packages as they are; `pip check` lists every mismatch.",
+                actions=(RunCommand((facts.target.executable, "-m", "pip", "check")),),
+            )
+        )
+    if torch_spec or bound:
+        out += alternatives(facts, intent.requirer, torch_spec, bound)
+    return tuple(out)
+
+
+def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: list[str]) -> list[Remedy]:
+    """No install keeps both this torch and the server's pins: say so, then the two coherent ways out."""
+    torch_now = installed(facts, names.TORCH)
+    needs = ", ".join(([torch_spec] if torch_spec else []) + bound)
+    server = facts.scan.first(requirer)
+    out = [
+        Remedy(
+            f"{requirer} requires {needs}, but torch {torch_now or 'is not installed'}"
+            + (" is installed" if torch_now else "")
+            + ": no install can satisfy both, so fa-doctor plans none that keeps this torch. Choose one of the "
+            "consistent set-ups below."
+        )
+    ]
+    if server is not None and torch_now and ecosystem.known(server.normalized):
+        fits = [v for v in ecosystem.releases_pinning(server.normalized, names.TORCH, torch_now) if v != server.version]
+        if fits:
+            spec = f"{server.normalized}=={fits[0]}"
+            out.append(
+                Remedy(
+                    f"(a) Keep torch {torch_now}: install {spec}, the newest {server.normalized} release built for "
+                    f"torch {public(torch_now)} (its own pins follow; torch is held).",
+                    actions=(pip_install(facts, (spec,), (), (f"{names.TORCH}=={torch_now}",)),),
+                )
+            )
+        else:
+            out.append(
+                Remedy(
+                    f"(a) No {server.normalized} release in fa-doctor's catalog is built for torch "
+                    f"{public(torch_now)}: keeping this torch means another server build."
+                )
+            )
+    want = exact_pin(torch_spec)
+    if want:
+        moves = (f"{names.TORCH}=={want}", *(b.split(" ", 1)[0] for b in bound))
+        out.append(
+            Remedy(
+                f"(b) Move torch to {requirer}'s pin, torch=={want}: this REPLACES torch {torch_now or ''} (and "
+                "every package built against it must match); `fa-doctor fix --apply` takes this only with "
+                "--allow-torch-change.",
+                actions=(pip_install(facts, moves, (), keep_except(facts, moves)),),
+                replaces_torch=True,
+            )
+        )
+    return out

@@ -1,0 +1,234 @@
+"""Remedy (2), reinstall a compatible package, per FA implementation, from the catalog's release facts.
+
+Each recipe installs only into the interpreter that runs the server, holds torch and the server's pins, names
+an explicit version where the index has only pre-releases, and never reuses pip's wheel cache for a rebuild.
+Where no consistent choice exists, it says so and gives the coherent alternatives (planner.alternatives).
+"""
+
+from __future__ import annotations
+
+from fa_doctor.catalog import ecosystem, names, urls
+from fa_doctor.diagnose.derive.requires import exact_pin, installed, public, requires, server
+from fa_doctor.diagnose.plan.constraints import jobs, keep, keep_except, pip_install, reinstall_same
+from fa_doctor.model.actions import Action, BuildFromClone, RunCommand
+from fa_doctor.model.facts import Facts
+from fa_doctor.model.finding import Remedy
+
+_REBUILD = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
+
+
+def torch_mm(facts: Facts) -> tuple[int, int] | None:
+    version = installed(facts, names.TORCH) or (facts.torch.version if facts.torch else None)
+    head = (version or "").split("+")[0].split(".")
+    try:
+        return int(head[0]), int(head[1])
+    except (ValueError, IndexError):
+        return None
+
+
+def cuda_major(facts: Facts) -> int | None:
+    return facts.torch_cuda[0] if facts.torch_cuda else None
+
+
+def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
+    if key == "fa2":
+        return fa2(facts)
+    if key == "fa3-sgl":
+        return sgl_kernel(facts)
+    if key == "fa3":
+        return (fa3(facts),)
+    if key in ("fa4", "fa4-sglang"):
+        return (fa4(facts, key),)
+    if key == "vllm-fa":
+        return (vllm(facts),)
+    return ()
+
+
+def fa2(facts: Facts) -> tuple[Remedy, ...]:
+    version = installed(facts, names.FLASH_ATTN)
+    mm = torch_mm(facts)
+    abi = facts.torch.cxx11_abi if facts.torch else None
+    py = (facts.target.version[0], facts.target.version[1])
+    out: list[Remedy] = []
+    fa4_have = installed(facts, names.FLASH_ATTN_4)
+    after: tuple[Action, ...] = (reinstall_same(facts, f"{names.FLASH_ATTN_4}=={fa4_have}"),) if fa4_have else ()
+    cute = (
+        f" flash-attn up to 2.8.3.post2 also ships an old flash_attn/cute that overwrites {names.FLASH_ATTN_4} "
+        f"{fa4_have}'s files, so the last command puts FA4's copy back."
+        if fa4_have
+        else ""
+    )
+    release = version if version and ecosystem.fa2_has_matrix(version) else ecosystem.fa2_release()
+    cuda = cuda_major(facts)
+    url = None
+    if release and mm and cuda and abi is not None and facts.target.machine == "x86_64":
+        url = ecosystem.fa2_wheel(release, mm, cuda, abi, py, "linux_x86_64")
+    if url and mm:
+        out.append(
+            Remedy(
+                f"(2) Install the flash-attn {release} release wheel built for torch {mm[0]}.{mm[1]}, CUDA {cuda} "
+                f"and this C++ ABI (no compiler needed).{cute}",
+                actions=(reinstall_same(facts, url), *after),
+            )
+        )
+    target = version or ecosystem.latest(names.FLASH_ATTN)
+    spec = f"{names.FLASH_ATTN}=={target}" if target else names.FLASH_ATTN
+    build = (
+        pip_install(facts, (spec,), _REBUILD, env=jobs())
+        if version
+        else pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), jobs())
+    )
+    out.append(
+        Remedy(
+            "(2) Build flash-attn for this torch: PyPI has only its source, and its setup.py imports torch, so it "
+            "needs --no-build-isolation and, in this interpreter, the build tools (installed first); --no-cache-dir "
+            "keeps pip from reinstalling a wheel it built for another torch. setup.py first tries a prebuilt wheel "
+            "from the GitHub release for this torch/CUDA/ABI/Python; without one it compiles with nvcc (a CUDA "
+            f"toolkit of torch's CUDA major), which takes hours and several GB of RAM per job (MAX_JOBS="
+            f"{names.BUILD_JOBS} bounds it).{cute}",
+            actions=(pip_install(facts, names.FA2_BUILD_TOOLS, (), keep(facts)), build, *after),
+        )
+    )
+    return tuple(out)
+
+
+def fa3(facts: Facts) -> Remedy:
+    return Remedy(
+        f"(2) {names.FLASH_ATTN_3} has no PyPI wheel: build it from the hopper/ folder of a flash-attention "
+        "checkout. It needs nvcc >= 12.3, ninja and the installed torch (hence --no-build-isolation); the build "
+        f"takes well over an hour with MAX_JOBS={names.BUILD_JOBS}.",
+        # A clone into a fresh folder of its own, built there: never a folder of the caller's directory.
+        actions=(
+            BuildFromClone(
+                facts.target.executable,
+                urls.FLASH_ATTENTION_REPO,
+                "hopper",
+                ("--no-build-isolation", "--no-deps", "--no-cache-dir"),
+                keep(facts),
+                jobs(),
+            ),
+        ),
+    )
+
+
+def sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
+    srv = server(facts)
+    wanted = requires(facts, srv, names.SGLANG_KERNEL) if srv else None
+    have = installed(facts, names.SGLANG_KERNEL) or installed(facts, names.SGL_KERNEL)
+    torch_now = installed(facts, names.TORCH)
+    target = exact_pin(wanted) or have
+    dist = facts.scan.first(*names.SGL_KERNELS)
+    text = f"(2) {'Reinstall' if have else 'Install'} {names.SGLANG_KERNEL} (FA3 lives in sgl_kernel/flash_ops)"
+    if wanted and srv is not None:
+        text += f"; {srv.name} {srv.version} requires {wanted}"
+    if target is None and torch_now:
+        # Nothing pins it: the newest release built for the installed torch.
+        fits = ecosystem.releases_pinning(names.SGLANG_KERNEL, names.TORCH, torch_now)
+        target = fits[0] if fits else None
+        if target:
+            text += f"; {names.SGLANG_KERNEL} {target} is the newest release built for torch {public(torch_now)}"
+    if target is None:
+        why = (
+            f": no {names.SGLANG_KERNEL} release in fa-doctor's catalog is built for torch "
+            f"{torch_now or '(not installed)'}; install the server and its kernels together from its own instructions."
+        )
+        return (_no_install(text + why),)
+    torch_pin = ecosystem.pin(names.SGLANG_KERNEL, public(target), names.TORCH) or ecosystem.pin(
+        names.SGL_KERNEL, public(target), names.TORCH
+    )
+    if torch_pin is None and dist is not None and have and public(have) == public(target):
+        torch_pin = exact_pin(requires(facts, dist, names.TORCH))
+    if torch_pin and torch_now and public(torch_pin) != public(torch_now):
+        why = (
+            f"; {names.SGLANG_KERNEL} {target} is built against torch {torch_pin} exactly, but torch {torch_now} is "
+            "installed: no install of it can keep this torch (see package.requirement for the consistent choices)."
+        )
+        return (_no_install(text + why),)
+    options: list[str] = []
+    spec = f"{names.SGLANG_KERNEL}=={target}"
+    built = ecosystem.sgl_kernel_cuda(target)
+    cuda = cuda_major(facts)
+    if cuda == 12 and built == 13 and "+" not in target:
+        text += (
+            f"; PyPI's {names.SGLANG_KERNEL} {target} is a CUDA 13 build and torch here is CUDA 12, so take its "
+            f"`+{urls.SGL_CU12_LOCAL}` build from SGLang's index ({urls.SGL_CU12_INDEX}), where SGLang publishes "
+            "CUDA 12 builds"
+        )
+        options += ["--extra-index-url", urls.SGL_CU12_INDEX]
+        spec += f"+{urls.SGL_CU12_LOCAL}"
+    elif built is not None and cuda is not None:
+        text += f"; PyPI's {target} is a CUDA {built} build"
+    if torch_pin:
+        text += f"; it is built against torch {torch_pin} exactly, which is installed"
+    if have and public(have) == public(target):
+        action = pip_install(facts, (spec,), ("--force-reinstall", "--no-deps", *options))
+    else:
+        text += " (a new install: torch and the server's pins are held as constraints)"
+        action = pip_install(facts, (spec,), options, keep_except(facts, (spec,)))
+    return (Remedy(text + ".", actions=(action,)),)
+
+
+def fa4(facts: Facts, key: str) -> Remedy:
+    srv = server(facts)
+    cuda = cuda_major(facts)
+    dsl = installed(facts, names.CUTLASS_DSL)
+    actions: list[Action] = []
+    text = (
+        "(2) Reinstall the CuTe DSL runtime FA4 runs on, the same versions without their dependencies, into the "
+        "interpreter's own site-packages (not with --target: the DSL's .pth file must be processed)"
+    )
+    if dsl:
+        parts = [names.CUTLASS_DSL, *ecosystem.dsl_closure(public(dsl), cuda)]
+        parts += [p for p in names.DSL_PARTS if p not in parts and installed(facts, p) == dsl]
+        if ecosystem.known(names.CUTLASS_DSL) and not ecosystem.exists(names.CUTLASS_DSL, dsl):
+            parts = [p for p in parts if installed(facts, p) == dsl]  # not on the index: only what is here
+        actions.append(reinstall_same(facts, *(f"{p}=={dsl}" for p in parts)))
+    have = installed(facts, names.FLASH_ATTN_4)
+    if key == "fa4" and have:
+        text = text.replace("the CuTe DSL runtime FA4 runs on", f"{names.FLASH_ATTN_4} and the CuTe DSL runtime")
+        actions.insert(0, reinstall_same(facts, f"{names.FLASH_ATTN_4}=={have}"))
+    if actions and (key != "fa4" or have):
+        return Remedy(text + ".", actions=tuple(actions))
+    wanted = requires(facts, srv, names.FLASH_ATTN_4) if srv else None
+    spec = ecosystem.fa4_install_spec(cuda)
+    why = (
+        f"{names.FLASH_ATTN_4} has only pre-releases on the index, so the version is named"
+        if ecosystem.prerelease_only(names.FLASH_ATTN_4)
+        else "the newest release"
+    )
+    text = (
+        f"(2) Install {spec} ({why}"
+        + (f"; {srv.name} requires {wanted}" if wanted and srv else "")
+        + ") with its CuTe DSL runtime"
+        + (" and the CUDA 13 libraries (the [cu13] extra adds them to the CUDA 12 ones)" if cuda == 13 else "")
+        + "; torch and the server's pins are held as constraints, so pip adds only what is missing."
+    )
+    return Remedy(text, actions=(pip_install(facts, (spec,), (), keep_except(facts, (spec,))),))
+
+
+def vllm(facts: Facts) -> Remedy:
+    version = installed(facts, names.VLLM)
+    if version:
+        return Remedy(
+            "(2) Reinstall vLLM (its FA kernels are built into the vllm wheel), the same version, without its "
+            "dependencies.",
+            actions=(reinstall_same(facts, f"{names.VLLM}=={version}"),),
+        )
+    torch_now = installed(facts, names.TORCH)
+    fits = ecosystem.releases_pinning(names.VLLM, names.TORCH, torch_now) if torch_now else ()
+    if not fits:
+        return _no_install(
+            f"(2) No vLLM release in fa-doctor's catalog is built for torch {torch_now or '(not installed)'}: "
+            "install vLLM and its torch together from vLLM's instructions."
+        )
+    spec = f"{names.VLLM}=={fits[0]}"
+    return Remedy(
+        f"(2) Install {spec}, the newest vLLM built for torch {torch_now}; torch is held as a constraint.",
+        actions=(pip_install(facts, (spec,), (), keep(facts)),),
+    )
+
+
+def _no_install(text: str) -> Remedy:
+    """No install is consistent here: say why; the check (re-run by the planner for the same target) shows
+    the state after the user's choice."""
+    return Remedy(text, actions=(RunCommand(("fa-doctor", "check")),))

@@ -1,0 +1,245 @@
+"""Before `fix --apply` changes anything, every step is proven; a step that cannot be proven is refused.
+
+- An install (and a build) names only packages or https URLs, never a path of the caller's directory; holds
+  the installed torch as an exact constraint; and passes pip's own resolver: `pip install --dry-run --report`
+  with the same constraints, in a folder fa-doctor made. The report says what pip would install: nothing
+  there may replace torch (unless the step is a torch move the user allowed) or change a version the server
+  pins, or replace a distribution that has two copies on the path (pip would take the server's), or one
+  whose files are unknown (no RECORD: it could not be put back).
+- An uninstall never touches torch or the server's pins, nor a name with two copies on the path.
+- A move's source exists, its destination is free, both lie in the root and on one filesystem, the folder is
+  writable, and it is not the copy of torch (or of a pinned package) that the server imports.
+- A build's clone source must answer (`git ls-remote`); if it does not, the build is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fa_doctor.catalog import names
+from fa_doctor.catalog.families import normalize
+from fa_doctor.model.actions import CONSTRAINTS_STDIN, BuildFromClone, MovePath, PipInstall, PipUninstall
+from fa_doctor.model.install import Distribution
+
+# pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
+NETWORK = re.compile(
+    r"Failed to establish a new connection|NewConnectionError|Temporary failure in name resolution|"
+    r"Name or service not known|Network is unreachable|Connection refused|ConnectTimeoutError|ReadTimeoutError|"
+    r"Max retries exceeded|Could not fetch URL|ProxyError|SSLError|Connection (?:aborted|reset)|"
+    r"No route to host|Read timed out|Connection timed out|Could not resolve host|unable to access",
+    re.IGNORECASE,
+)
+_REQ = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9._,-]*\])?\s*(?:[<>=!~].*)?\Z")
+_URL_REQ = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9._,-]*\])?\s*@\s*)?https://\S+\Z")
+_FORBIDDEN_OPTIONS = ("-e", "--editable", "-r", "--requirement", "-c", "--constraint", "--src")
+
+
+class Refused(Exception):
+    """The step cannot be proven safe; nothing was changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """The target's distributions, read from its search path just before the proofs."""
+
+    copies: Mapping[str, tuple[Distribution, ...]]  # normalised name -> copies, first on the path first
+    protected: frozenset[str]  # torch and every exact pin of an installed server
+
+    def first(self, name: str) -> Distribution | None:
+        found = self.copies.get(normalize(name), ())
+        return found[0] if found else None
+
+
+def scan(sys_path: Sequence[str], interesting: Callable[[str], bool]) -> tuple[Distribution, ...]:
+    """The distributions on the path as they are now (the check's folder listings are cached: not reused)."""
+    from fa_doctor.probes import modules
+    from fa_doctor.probes.distributions import scan_distributions
+
+    modules.listdir.cache_clear()
+    modules.by_stem.cache_clear()
+    return scan_distributions(sys_path, interesting).distributions
+
+
+def read_inventory(sys_path: Sequence[str]) -> Inventory:
+    found = scan(sys_path, lambda name: True)
+    copies: dict[str, list[Distribution]] = {}
+    for dist in found:
+        copies.setdefault(dist.normalized, []).append(dist)
+    protected = {names.TORCH}
+    servers = [copies[normalize(s)][0] for s in names.SERVERS if copies.get(normalize(s))]
+    for text in (r for server in servers for r in server.requires):
+        head = text.split(";", 1)[0]  # markers are not judged: a pin under any marker is kept
+        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?\s*===?\s*[^,\s)]+\s*\)?\s*\Z", head)
+        if match:
+            protected.add(normalize(match.group(1)))
+    return Inventory({k: tuple(v) for k, v in copies.items()}, frozenset(protected))
+
+
+@dataclass(slots=True)
+class InstallProof:
+    """What pip said it would do, and what that replaces."""
+
+    items: list[tuple[str, str, bool]] = field(default_factory=list)  # (name, version, requested)
+    replaces: list[Distribution] = field(default_factory=list)  # installed copies pip will take out
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _, _ in self.items]
+
+
+def check_requirements(action: PipInstall, own: str | None = None) -> None:
+    """Names and https URLs only; `own` is the one local path allowed (a build's folder in our temp dir)."""
+    for opt in action.options:
+        if opt.split("=", 1)[0] in _FORBIDDEN_OPTIONS:
+            raise Refused(f"the option {opt!r} reads files fa-doctor did not make; not run")
+    for req in action.requirements:
+        if req == own:
+            continue
+        if not (_REQ.match(req) or _URL_REQ.match(req)) or "file:" in req:
+            raise Refused(
+                f"{req!r} is not a package name or an https URL (pip would read it from the working directory); not run"
+            )
+
+
+def check_torch_held(action: PipInstall, inventory: Inventory, may_move_torch: bool) -> None:
+    """An install runs only with the installed torch as an exact constraint (or as a torch move allowed)."""
+    from fa_doctor.diagnose.derive.requires import version_of
+
+    torch = inventory.first(names.TORCH)
+    if torch is None or may_move_torch:
+        return
+    if version_of(torch.version) is None:
+        raise Refused(
+            f"the installed torch's version {torch.version!r} is not a PEP 440 version, so no constraint can hold "
+            "it; fa-doctor runs no install here (reinstall torch from a release first)"
+        )
+    wanted = f"{names.TORCH}=={torch.version}"
+    held = [c.replace(" ", "") for c in action.constraints if normalize(re.split(r"[<>=!~\[; ]", c)[0]) == "torch"]
+    if wanted not in held:
+        raise Refused(f"the install does not hold torch at {torch.version} (no {wanted} constraint); not run")
+
+
+def pip_argv(python: str, action: PipInstall, constraints_file: str | None) -> list[str]:
+    """The action's argv for the target interpreter, the constraints slot pointing at a file."""
+    out = [python, *action.argv[1:]]  # the target interpreter, whatever the plan recorded
+    if constraints_file is not None:
+        i = len(out) - 1 - out[::-1].index("-c")
+        if out[i + 1] != CONSTRAINTS_STDIN:
+            raise Refused("the planned pip command has no constraints slot")
+        out[i + 1] = constraints_file
+    return out
+
+
+def dry_run_argv(argv: list[str], report: str) -> list[str]:
+    """`install` is argv[3]: the dry run and its report go right after it, with short network timeouts."""
+    return [*argv[:4], "--dry-run", "--report", report, "--timeout", "15", "--retries", "1", *argv[4:]]
+
+
+def read_report(path: str) -> list[tuple[str, str, bool]]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        return [
+            (normalize(str(i["metadata"]["name"])), str(i["metadata"]["version"]), bool(i.get("requested")))
+            for i in doc.get("install", [])
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise Refused(f"pip's dry-run report cannot be read ({exc}); not run") from None
+
+
+def check_report(items: list[tuple[str, str, bool]], inventory: Inventory, may_move_torch: bool) -> list[Distribution]:
+    """Refuse what pip would do that fa-doctor may not; return the installed copies it would replace."""
+    replaces: list[Distribution] = []
+    for name, version, requested in items:
+        copies = inventory.copies.get(name, ())
+        have = copies[0] if copies else None
+        if name == names.TORCH and not may_move_torch:
+            verb = f"replace torch {have.version} with {version}" if have else f"install torch {version}"
+            raise Refused(f"pip would {verb}; fa-doctor never changes torch without --allow-torch-change")
+        if name in inventory.protected and name != names.TORCH and have is not None:
+            if have.version != version:
+                raise Refused(f"pip would replace {name} {have.version}, which the server pins, with {version}")
+            if not requested:
+                raise Refused(f"pip would reinstall {name}, which the server pins, though the step does not name it")
+        if len(copies) > 1:
+            where = ", ".join(f"{c.version} in {c.location}" for c in copies)
+            raise Refused(
+                f"{name} has {len(copies)} copies on the path ({where}): pip would replace the first, the one the "
+                "server imports; move the shadowed copy aside first"
+            )
+        if have is not None:
+            if not os.access(have.location, os.W_OK):
+                raise Refused(f"{have.location} is not writable: pip cannot replace {name} there")
+            replaces.append(have)
+    return replaces
+
+
+def check_uninstall(action: PipUninstall, inventory: Inventory) -> list[Distribution]:
+    out = []
+    for raw in action.names:
+        name = normalize(raw)
+        copies = inventory.copies.get(name, ())
+        if name in inventory.protected:
+            raise Refused(f"{raw} is torch or pinned by the server: fa-doctor never uninstalls it")
+        if not copies:
+            raise Refused(f"{raw} is not installed; nothing to uninstall")
+        if len(copies) > 1:
+            raise Refused(
+                f"{raw} has {len(copies)} copies on the path: `pip uninstall` would remove the first, the one the "
+                "server imports; the shadowed copy is moved aside by its path instead"
+            )
+        if not os.access(copies[0].location, os.W_OK):
+            raise Refused(f"{copies[0].location} is not writable")
+        out.append(copies[0])
+    return out
+
+
+def _real(path: str) -> str:
+    """The folder resolved, the last name kept (a symlink is moved as a link)."""
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path != root and path.startswith(root.rstrip("/") + "/")
+
+
+def check_move(action: MovePath, inventory: Inventory) -> tuple[str, str]:
+    """(source, destination) resolved, once proven."""
+    root = os.path.realpath(action.root)
+    src, dst = _real(action.path), _real(action.backup)
+    if not (_inside(src, root) and _inside(dst, root)):
+        raise Refused(f"{action.path} or its backup resolves outside {action.root}; not moved")
+    if not os.path.lexists(src):
+        raise Refused(f"{action.path} is gone already; nothing to move")
+    if os.path.lexists(dst):
+        raise Refused(f"{action.backup} exists; not moved (nothing is overwritten)")
+    try:
+        same = os.stat(os.path.dirname(src)).st_dev == os.stat(os.path.dirname(dst)).st_dev
+    except OSError as exc:
+        raise Refused(f"cannot read {os.path.dirname(dst)}: {exc.strerror or exc}; not moved") from None
+    if not same:
+        raise Refused(f"{action.backup} is on another filesystem than {action.path}; not moved")
+    for folder in {os.path.dirname(src), os.path.dirname(dst)}:
+        if not os.access(folder, os.W_OK):
+            raise Refused(f"{folder} is not writable; not moved")
+    for name in sorted(inventory.protected):
+        have = inventory.first(name)
+        if have is None:
+            continue
+        tops = {*have.top_level, *(("torch",) if name == names.TORCH else ())}
+        owned = [have.metadata_dir, *(os.path.join(have.location, t) for t in tops)]
+        for path in (_real(p) for p in owned):
+            if src == path or _inside(path, src) or _inside(src, path):
+                raise Refused(f"{action.path} holds the {name} {have.version} the server imports; not moved")
+    return src, dst
+
+
+def check_clone(action: BuildFromClone) -> None:
+    import shutil
+
+    if shutil.which("git") is None:
+        raise Refused("git is not installed here; the build needs a clone of " + action.repo)

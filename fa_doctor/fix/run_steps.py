@@ -1,0 +1,308 @@
+"""The steps of `fix --apply`, proven (`Runner.prove`) and then run (`Runner.run`), each change journalled with
+its undo. `fa_doctor.fix.apply` drives them as one transaction."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from fa_doctor.fix import journal as J
+from fa_doctor.fix import proofs
+from fa_doctor.fix.proofs import NETWORK, Inventory, Refused
+from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall
+from fa_doctor.model.install import Distribution
+from fa_doctor.process import children, proc
+
+_TAIL = 4000
+_DRY_LIMIT = 300.0
+_CLONE_LIMIT = 900.0
+_PROBE_LIMIT = 30.0
+_QUIET = {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_TERMINAL_PROMPT": "0"}
+_TOUCHED = ("Installing collected packages", "Attempting uninstall", "Successfully uninstalled")
+
+
+class Failed(Exception):
+    def __init__(self, message: str, returncode: int | None = None, output: str = "") -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.output = output
+
+
+@dataclass(slots=True)
+class Proof:
+    install: proofs.InstallProof | None = None
+    uninstall: list[Distribution] = field(default_factory=list)
+    move: tuple[str, str] | None = None
+    folder: str | None = None  # a build's own folder (the clone is in it)
+
+
+def _tail(done: proc.Completed) -> str:
+    return (done.out() + done.err())[-_TAIL:]
+
+
+class Runner:
+    def __init__(
+        self,
+        python: str,
+        workdir: str,
+        book: J.Journal,
+        timeout: float | None,
+        default: Callable[[Action], float],
+        torch_moves: set[Action],
+    ) -> None:
+        self.python, self.workdir, self.book = python, workdir, book
+        self.timeout, self.default, self.torch_moves = timeout, default, torch_moves
+        self.proofs: dict[int, Proof] = {}
+        self.skips: dict[int, str] = {}
+        self.sys_path: tuple[str, ...] = ()
+        self.inventory = Inventory({}, frozenset())
+        self.pip: tuple[int, int] | None = None
+        self.snapshots: list[J.Snapshot] = []
+
+    # ---- helpers --------------------------------------------------------------------------------------------
+
+    def limit(self, action: Action) -> float:
+        return self.timeout if self.timeout is not None else self.default(action)
+
+    def command(
+        self, argv: Sequence[str], timeout: float, cwd: str, env: Sequence[tuple[str, str]] = ()
+    ) -> proc.Completed:
+        try:
+            return children.run(argv, timeout, env={**os.environ, **_QUIET, **dict(env)}, cwd=cwd)
+        except (OSError, ValueError) as e:
+            raise Failed(f"cannot start {argv[0]}: {e}") from None
+
+    def start(self, sys_path: Sequence[str] | None) -> None:
+        if not (os.path.isfile(self.python) and os.access(self.python, os.X_OK)):
+            raise Refused(f"{self.python} is not an executable file")
+        if sys_path is None:
+            from fa_doctor.probes.target import TargetError, probe_target
+
+            try:
+                sys_path = probe_target(self.python, _PROBE_LIMIT).sys_path
+            except TargetError as exc:
+                raise Refused(f"the target's search path cannot be read: {exc}") from None
+        self.sys_path = tuple(sys_path)
+        self.inventory = proofs.read_inventory(self.sys_path)
+
+    def pip_version(self) -> tuple[int, int]:
+        if self.pip is None:
+            try:
+                done = self.command([self.python, "-m", "pip", "--version"], 60.0, self.workdir)
+            except Failed as exc:
+                raise Refused(str(exc)) from None
+            m = re.match(r"pip (\d+)\.(\d+)", done.out())
+            if done.returncode != 0 or m is None:
+                raise Refused(f"pip does not run in {self.python} ({_tail(done).strip()[-300:] or 'no output'})")
+            self.pip = (int(m.group(1)), int(m.group(2)))
+        if self.pip < (22, 2):
+            raise Refused(
+                f"pip {self.pip[0]}.{self.pip[1]} in {self.python} cannot prove an install (--dry-run --report needs "
+                "pip 22.2 or later); upgrade pip there, or run the printed commands yourself"
+            )
+        return self.pip
+
+    # ---- proofs ---------------------------------------------------------------------------------------------
+
+    def prove(self, index: int, action: Action) -> None:
+        try:
+            self._prove(index, action)
+        except J.SnapshotError as exc:
+            raise Refused(str(exc)) from None
+
+    def _prove(self, index: int, action: Action) -> None:
+        proof = self.proofs.setdefault(index, Proof())
+        if isinstance(action, BuildFromClone):
+            proofs.check_clone(action)
+            proofs.check_torch_held(action.install, self.inventory, action in self.torch_moves)
+            folder = tempfile.mkdtemp(prefix=f"build-{index}-", dir=self.workdir)
+            proof.folder = folder
+            if not self.reachable(index, action, folder):
+                return
+            self.clone(action, folder)
+            proof.install = self.dry_run(action.install, action, folder, own=action.requirement)
+        elif isinstance(action, PipInstall):
+            proof.install = self.dry_run(action, action, self.workdir)
+        elif isinstance(action, PipUninstall):
+            proof.uninstall = proofs.check_uninstall(action, self.inventory)
+            for dist in proof.uninstall:
+                J.record_files(dist.location, dist.metadata_dir)  # refused if its files are unknown
+        elif isinstance(action, MovePath):
+            proof.move = proofs.check_move(action, self.inventory)
+        elif isinstance(action, EditFile):
+            from fa_doctor.fix.apply_edit import prove_edit
+
+            prove_edit(action)
+        else:
+            raise Refused(f"not an action fa-doctor can run: {type(action).__name__}")
+
+    def reachable(self, index: int, action: BuildFromClone, folder: str) -> bool:
+        argv = ["git", "ls-remote", "--exit-code", "--", action.repo, "HEAD"]
+        try:
+            done = self.command(argv, min(self.limit(action), 60.0), folder)
+        except Failed as exc:
+            raise Refused(str(exc)) from None
+        if done.returncode == 0:
+            return True
+        last = (_tail(done).strip().splitlines() or ["no answer"])[-1][:200]
+        why = "no answer in time" if done.timed_out else last
+        self.skips[index] = (
+            f"{action.repo} cannot be reached ({why}): the build is skipped, nothing was cloned or installed; run "
+            "the printed command where it can be reached"
+        )
+        return False
+
+    def clone(self, action: BuildFromClone, folder: str) -> None:
+        argv = ["git", "-c", "protocol.file.allow=never", "-c", "protocol.ext.allow=never", *action.clone_argv]
+        done = self.command(argv, min(self.limit(action), _CLONE_LIMIT), folder)
+        if done.timed_out or done.returncode != 0:
+            raise Refused(f"git clone of {action.repo} failed ({_tail(done).strip()[-300:] or 'no output'})")
+        if not os.path.isdir(os.path.join(folder, action.requirement)):
+            raise Refused(f"the clone of {action.repo} has no {action.subdir}/ folder")
+
+    def dry_run(self, pip: PipInstall, action: Action, cwd: str, own: str | None = None) -> proofs.InstallProof:
+        proofs.check_requirements(pip, own)
+        may_move = action in self.torch_moves
+        proofs.check_torch_held(pip, self.inventory, may_move)
+        self.pip_version()
+        report = tempfile.mktemp(prefix="report-", suffix=".json", dir=self.workdir)
+        argv = proofs.dry_run_argv(self.argv(pip), report)
+        limit = min(self.limit(action), _DRY_LIMIT)
+        try:
+            done = self.command(argv, limit, cwd, pip.env)
+        except Failed as exc:
+            raise Refused(str(exc)) from None
+        if done.timed_out:
+            raise Refused(f"pip's dry run did not finish in {limit:.0f} s (is the package index reachable?)")
+        if done.returncode != 0:
+            text = _tail(done)
+            why = "the package index cannot be reached" if NETWORK.search(text) else "pip cannot resolve this install"
+            raise Refused(f"{why} (dry run): {text.strip().splitlines()[-1][:300] if text.strip() else 'no output'}")
+        items = proofs.read_report(report)
+        replaces = proofs.check_report(items, self.inventory, may_move)
+        for dist in replaces:
+            J.record_files(dist.location, dist.metadata_dir)  # refused (SnapshotError) if it could not be put back
+        return proofs.InstallProof(items, replaces)
+
+    def argv(self, pip: PipInstall) -> list[str]:
+        constraints = None
+        if pip.constraints:
+            fd, constraints = tempfile.mkstemp(prefix="constraints-", suffix=".txt", dir=self.workdir)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write("".join(c + "\n" for c in pip.constraints))
+        return proofs.pip_argv(self.python, pip, constraints)
+
+    # ---- running ----------------------------------------------------------------------------------------------
+
+    def run(self, index: int, action: Action) -> tuple[str, int | None, str, str]:
+        """(message, returncode, output tail, how to undo by hand); Failed when it failed."""
+        proof = self.proofs[index]
+        if isinstance(action, (PipInstall, BuildFromClone)) and proof.install is not None:
+            pip = action.install if isinstance(action, BuildFromClone) else action
+            return self.install(index, pip, action, proof.install, proof.folder or self.workdir)
+        if isinstance(action, PipUninstall):
+            return self.uninstall(index, action, proof.uninstall)
+        if isinstance(action, MovePath) and proof.move is not None:
+            src, dst = proof.move
+            return self.move(index, action, src, dst), None, "", f"mv -n -- {dst} {src}"
+        if isinstance(action, EditFile):
+            from fa_doctor.fix.apply_edit import run_edit
+
+            message, undo = run_edit(action, index, self.book)
+            return message, None, "", undo
+        raise Failed(f"not an action fa-doctor can run: {type(action).__name__}")
+
+    def save(self, index: int, dists: list[Distribution], wrote: list[str]) -> list[J.Snapshot]:
+        """Snapshot `dists`, and journal the undo of a step that replaces them and writes `wrote`."""
+        snaps: list[J.Snapshot] = []
+        try:
+            for dist in dists:
+                snaps.append(J.take(dist.normalized, dist.version, dist.location, dist.metadata_dir))
+        except J.SnapshotError as exc:
+            for snap in snaps:
+                J.discard(snap)
+            raise Failed(f"{exc}; not run") from None
+        self.snapshots += snaps
+        before = {d.metadata_dir for n in wrote for d in self.inventory.copies.get(n, ())}
+
+        def undo() -> None:
+            kept = [path for snap in snaps for path, _ in snap.files]
+            wanted = set(wrote)
+            for dist in proofs.scan(self.sys_path, lambda n: n in wanted):
+                if dist.metadata_dir not in before:  # written by this step
+                    J.remove_installed(dist.location, dist.normalized, kept)
+            for snap in snaps:
+                J.restore(snap)
+
+        text = ", ".join(f"{s.name} {s.version}" for s in snaps) or "nothing installed before"
+        by_hand = "; ".join(f"pip install --no-deps --force-reinstall {s.name}=={s.version}" for s in snaps)
+        self.book.add(
+            index,
+            f"saved {text} in {', '.join(s.folder for s in snaps) or '-'}",
+            by_hand or "pip uninstall " + " ".join(wrote),
+            undo,
+        )
+        return snaps
+
+    def install(
+        self, index: int, pip: PipInstall, action: Action, proof: proofs.InstallProof, cwd: str
+    ) -> tuple[str, int | None, str, str]:
+        snaps = self.save(index, proof.replaces, proof.names)
+        done = self.command(self.argv(pip), self.limit(action), cwd, pip.env)
+        text = _tail(done)
+        if done.timed_out or done.returncode != 0:
+            what = (
+                f"timed out after {self.limit(action):.0f} s" if done.timed_out else f"failed (exit {done.returncode})"
+            )
+            if NETWORK.search(text):
+                what += ": the package index cannot be reached"
+            raise Failed(f"pip {what}", done.returncode, text)
+        was = {s.name: s.version for s in snaps}
+        parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.items]
+        return (
+            "installed " + (", ".join(parts) or "nothing new"),
+            done.returncode,
+            text,
+            self.book.entries[-1].undo_text,
+        )
+
+    def uninstall(
+        self, index: int, action: PipUninstall, dists: list[Distribution]
+    ) -> tuple[str, int | None, str, str]:
+        snaps = self.save(index, dists, [])
+        argv = [self.python, *action.argv[1:]]
+        done = self.command(argv, self.limit(action), self.workdir)
+        if done.timed_out or done.returncode != 0:
+            what = f"timed out after {self.limit(action):.0f} s" if done.timed_out else f"exited {done.returncode}"
+            raise Failed(f"pip uninstall {what}", done.returncode, _tail(done))
+        return (
+            "uninstalled " + ", ".join(f"{s.name} {s.version}" for s in snaps),
+            done.returncode,
+            _tail(done),
+            self.book.entries[-1].undo_text,
+        )
+
+    def move(self, index: int, action: MovePath, src: str, dst: str) -> str:
+        if os.path.lexists(dst):
+            raise Failed(f"{action.backup} appeared since the proof; not moved")
+        try:
+            os.rename(src, dst)
+        except OSError as e:
+            raise Failed(f"cannot move {action.path}: {e.strerror or e}; not moved") from None
+
+        def undo() -> None:
+            if os.path.lexists(src):
+                raise OSError(f"{src} exists again; {dst} left where it is")
+            os.rename(dst, src)
+
+        self.book.add(index, f"moved {src} to {dst}", f"mv -n -- {dst} {src}", undo)
+        return f"moved {action.path} to {action.backup}"
+
+    def close(self, keep: bool) -> None:
+        """Drop the saved files, unless an undo failed (`keep`): then the journal names them for a person."""
+        if not keep:
+            for snap in self.snapshots:
+                J.discard(snap)

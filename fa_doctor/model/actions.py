@@ -1,0 +1,303 @@
+"""A remedy as typed actions, rendered to paste-safe text per shell by one function.
+
+Every value in an action may come from the target (metadata, paths, versions) and is hostile: `render` quotes
+each argument for the shell it targets, so `$(...)`, backticks, quotes, `;`, `>` and newlines stay data.
+`fix` reads the same actions through `invocation` (argv, environment, stdin) and never goes through a shell.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, fields
+from enum import Enum
+from typing import Any, Union
+
+from fa_doctor.catalog.knobs import OVERRIDE
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Words fish and PowerShell leave alone; everything else is quoted. ASCII only: `\w` would admit any letter.
+# pip reads a constraints file; the printed command streams the pins through stdin so it stays one line.
+CONSTRAINTS_STDIN = "/dev/stdin"
+
+
+class Shell(str, Enum):
+    BASH = "bash"
+    ZSH = "zsh"
+    SH = "sh"
+    FISH = "fish"
+    POWERSHELL = "powershell"
+
+    @property
+    def posix(self) -> bool:
+        return self in (Shell.BASH, Shell.ZSH, Shell.SH)
+
+
+def _name(name: str) -> str:
+    if not _NAME.match(name):
+        raise ValueError(f"not an environment variable name: {name!r}")
+    return name
+
+
+def _text(value: str, what: str) -> str:
+    if "\0" in value:
+        raise ValueError(f"{what} contains a NUL byte")
+    return value
+
+
+def _absolute(path: str, what: str) -> str:
+    _text(path, what)
+    if not posixpath.isabs(path):
+        raise ValueError(f"{what} must be an absolute path: {path!r}")
+    return posixpath.normpath(path)
+
+
+@dataclass(frozen=True, slots=True)
+class SetEnv:
+    """Set a variable in the current shell (for the server started from it)."""
+
+    name: str
+    value: str
+
+    def __post_init__(self) -> None:
+        _name(self.name)
+        _text(self.value, "value")
+
+
+@dataclass(frozen=True, slots=True)
+class UnsetEnv:
+    name: str
+
+    def __post_init__(self) -> None:
+        _name(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class PipInstall:
+    """`<python> -m pip install [options] [-c constraints] requirements`, every part explicit.
+
+    `constraints` are requirement lines (the server's pins) given to pip as a constraints file, so the resolver
+    may not move them; `env` is set for this command only (`MAX_JOBS` for source builds).
+    """
+
+    python: str
+    requirements: tuple[str, ...]
+    options: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        _absolute(self.python, "python")
+        if not self.requirements:
+            raise ValueError("pip install needs at least one requirement")
+        for req in self.requirements:
+            # A requirement that starts with `-` would be read by pip as an option (`--index-url=...`).
+            if not req or req.startswith("-") or "\n" in req or "\r" in req:
+                raise ValueError(f"not a requirement: {req!r}")
+            _text(req, "requirement")
+        for opt in self.options:
+            _text(opt, "option")
+        # Option values follow their option (`--index-url URL`); the first word must be an option.
+        if self.options and not self.options[0].startswith("-"):
+            raise ValueError(f"options must start with an option: {self.options[0]!r}")
+        for line in self.constraints:
+            if not line or line.startswith("-") or "\n" in line or "\r" in line:
+                raise ValueError(f"not a constraint: {line!r}")
+            _text(line, "constraint")
+        for key, value in self.env:
+            _name(key)
+            _text(value, "value")
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        constraints = ("-c", CONSTRAINTS_STDIN) if self.constraints else ()
+        return (self.python, "-m", "pip", "install", *self.options, *constraints, *self.requirements)
+
+
+@dataclass(frozen=True, slots=True)
+class PipUninstall:
+    python: str
+    names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        _absolute(self.python, "python")
+        if not self.names:
+            raise ValueError("pip uninstall needs a name")
+        for name in self.names:
+            if not name or name.startswith("-") or "\n" in name:
+                raise ValueError(f"not a distribution name: {name!r}")
+            _text(name, "name")
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return (self.python, "-m", "pip", "uninstall", "-y", *self.names)
+
+
+def backup_path(path: str) -> str:
+    """Where `MovePath` puts a folder or file: beside it, under a name Python cannot import."""
+    return posixpath.normpath(path) + ".fa-doctor-backup"
+
+
+@dataclass(frozen=True, slots=True)
+class MovePath:
+    """Move a stray folder or file aside to a named backup, never delete it.
+
+    `root` is the place the finding is about (a site folder, the working directory): the path must lie
+    strictly inside it, so a wrong origin can never move the root itself or anything above it.
+    """
+
+    path: str
+    backup: str
+    root: str
+
+    def __post_init__(self) -> None:
+        path = _absolute(self.path, "path")
+        backup = _absolute(self.backup, "backup")
+        root = _absolute(self.root, "root")
+        if posixpath.dirname(path) == path or not _strictly_inside(path, root):
+            raise ValueError(f"{path!r} is not inside {root!r}")
+        if not _strictly_inside(backup, root) or backup == path:
+            raise ValueError(f"backup {backup!r} must be beside the path, inside {root!r}")
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "backup", backup)
+        object.__setattr__(self, "root", root)
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        return ("mv", "-n", "--", self.path, self.backup)
+
+
+def _strictly_inside(path: str, root: str) -> bool:
+    root = root.rstrip("/") or "/"
+    prefix = root if root == "/" else root + "/"
+    return path != root and path.startswith(prefix)
+
+
+def move_aside(path: str, root: str) -> MovePath:
+    return MovePath(path, backup_path(path), root)
+
+
+@dataclass(frozen=True, slots=True)
+class RunCommand:
+    """Any other command, as argv (`nvidia-smi`, `fa-doctor check`, `python -c ...`)."""
+
+    argv: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.argv or not self.argv[0]:
+            raise ValueError("empty command")
+        for arg in self.argv:
+            _text(arg, "argument")
+
+
+@dataclass(frozen=True, slots=True)
+class EditFile:
+    """Remove a variable's line from a file (`value` None) or rewrite it to `value`: done by `fa-doctor fix`."""
+
+    path: str
+    variable: str
+    value: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", _absolute(self.path, "path"))
+        _name(self.variable)
+        if self.value is not None:
+            _text(self.value, "value")
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        if self.variable != OVERRIDE:
+            raise ValueError(f"fa-doctor fix edits only {OVERRIDE}, not {self.variable}")
+        tail = ("--set", self.value) if self.value is not None else ()
+        return ("fa-doctor", "fix", "--unset-override", *tail, "--env-file", self.path)
+
+
+# A clone URL fa-doctor will hand to git: https only (no `ext::`, `file://`, `--upload-pack=`), no odd characters.
+_CLONE_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]+)?/[A-Za-z0-9._~/+-]*\Z")
+_SUBDIR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*\Z")
+CLONE_DIR = "src"  # the checkout's name inside the fresh temporary folder
+
+
+@dataclass(frozen=True, slots=True)
+class BuildFromClone:
+    """Build and install `subdir` of a fresh shallow clone of `repo`, made in a temporary folder only this run
+    owns (`mktemp -d`, mode 0700), with the working directory there: no file of the caller's directory (a
+    planted `setup.py`, a `pip/` package shadowing pip) is ever read. `options`, `constraints` and `env` as in
+    `PipInstall`."""
+
+    python: str
+    repo: str
+    subdir: str
+    options: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not _CLONE_URL.match(self.repo):
+            raise ValueError(f"not an https git URL fa-doctor clones: {self.repo!r}")
+        if not _SUBDIR.match(self.subdir) or ".." in self.subdir.split("/"):
+            raise ValueError(f"not a folder inside the checkout: {self.subdir!r}")
+        PipInstall(self.python, (self.requirement,), self.options, self.constraints, self.env)  # same rules
+
+    @property
+    def requirement(self) -> str:
+        """What pip installs, relative to the temporary folder (the working directory of the build)."""
+        return f"./{CLONE_DIR}/{self.subdir}"
+
+    @property
+    def clone_argv(self) -> tuple[str, ...]:
+        return ("git", "clone", "--depth", "1", "--", self.repo, CLONE_DIR)
+
+    @property
+    def install(self) -> PipInstall:
+        """The pip step, run in the temporary folder after the clone."""
+        return PipInstall(self.python, (self.requirement,), self.options, self.constraints, self.env)
+
+
+Action = Union[SetEnv, UnsetEnv, PipInstall, PipUninstall, MovePath, RunCommand, EditFile, BuildFromClone]
+
+KINDS: dict[type[Any], str] = {
+    SetEnv: "set-env",
+    UnsetEnv: "unset-env",
+    PipInstall: "pip-install",
+    PipUninstall: "pip-uninstall",
+    MovePath: "move-path",
+    RunCommand: "run",
+    EditFile: "edit-file",
+    BuildFromClone: "build-from-clone",
+}
+
+
+# ---- plans and JSON -----------------------------------------------------------------------------------------
+
+
+def to_dict(action: Action) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": KINDS[type(action)]}
+    for f in fields(action):
+        value = getattr(action, f.name)
+        if f.name == "env":
+            value = {k: v for k, v in value}
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """How `fix --apply` runs a command action: no shell, the pins on stdin, the extra variables merged."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    stdin: str | None = None
+
+
+def invocation(action: Action) -> Invocation | None:
+    """The process to start for this action; None for the ones that change the calling shell (Set/UnsetEnv) and
+    for a build from a clone (two processes in a folder made for them: `fix --apply` runs it itself)."""
+    if isinstance(action, PipInstall):
+        stdin = "".join(c + "\n" for c in action.constraints) if action.constraints else None
+        return Invocation(action.argv, action.env, stdin)
+    if isinstance(action, (PipUninstall, MovePath, RunCommand, EditFile)):
+        return Invocation(action.argv)
+    return None

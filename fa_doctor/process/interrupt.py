@@ -1,0 +1,186 @@
+"""One signal path: SIGINT, SIGTERM and SIGHUP end every child group, then unwind the run as `Interrupted`.
+
+`Interrupted` is a BaseException, so `contained()` checks (which catch Exception) do not swallow it; the CLI
+catches it around each command and still emits the result (one JSON document under `--json`), with exit code
+130, 143 or 129. Children run in their own sessions, so a terminal's Ctrl-C never reaches them: the handler
+ends them itself (`fa_doctor.process.proc.terminate_all`), before anything else can block.
+
+A run of the program goes through three modes, so that no moment of it ends in a traceback:
+
+- `defer()` (the first instruction of `fa_doctor.entry.main`, before any heavy import): a signal is only
+  recorded; there is nothing to unwind yet.
+- `arm()` (once the entry's guard is in place): a recorded signal is raised there, and every later one raises
+  `Interrupted` where it lands.
+- `finishing()` (the report is out): a signal ends the children and the process with 128+N at once, with no
+  second report, no traceback from the clean-up or from `atexit`.
+
+`restore_for_exec()` gives a COMMAND that `exec` starts the dispositions a shell would (Python ignores SIGPIPE
+and SIGXFSZ; fa-doctor's handlers end with it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# Ignored by the Python runtime itself at start-up, not by whoever started fa-doctor.
+_PYTHON_IGNORES = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ") if hasattr(signal, n))
+
+_DEFER, _RAISE, _EXIT = "defer", "raise", "exit"
+_mode = _RAISE
+_pending: int | None = None  # a signal recorded while deferred
+_ignored_at_start: set[int] = set()  # ignored by our caller (nohup's SIGHUP): stays ignored, here and in COMMAND
+
+
+class Interrupted(BaseException):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _end_children(sig: int = signal.SIGTERM, grace: float = 1.0) -> None:
+    from fa_doctor.process import proc
+
+    proc.terminate_all(sig, grace=grace)
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    global _pending
+    del frame
+    if _mode == _DEFER:
+        if _pending is None:
+            _pending = signum
+        return
+    if _mode == _EXIT:
+        _exit_now(signum)
+    # Ignore repeats while this one unwinds: a second Ctrl-C must not leave children behind half-way.
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    _end_children()
+    raise Interrupted(signum)
+
+
+def _exit_now(signum: int) -> None:
+    for sig in SIGNALS:
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, signal.SIG_IGN)
+    with contextlib.suppress(BaseException):
+        _end_children(signal.SIGKILL, 0.0)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            if stream is not None:
+                stream.flush()
+    os._exit(128 + signum)
+
+
+def _take(sig: int) -> object | None:
+    """Put the handler on `sig` unless the caller ignores it; returns what it replaced (None: left alone)."""
+    old = signal.getsignal(sig)
+    if old is signal.SIG_IGN and sig not in _handled:
+        _ignored_at_start.add(sig)
+        return None
+    if old is _handler:
+        return None
+    return signal.signal(sig, _handler)
+
+
+_handled: set[int] = set()  # signals whose SIG_IGN is our own (set while one unwinds), not the caller's
+
+
+def _install(mode: str) -> dict[int, object]:
+    global _mode
+    previous: dict[int, object] = {}
+    try:
+        for sig in SIGNALS:
+            old = _take(sig)
+            if old is not None:
+                previous[sig] = old
+                _handled.add(sig)
+        _mode = mode
+    except ValueError:  # not the main thread
+        pass
+    return previous
+
+
+def defer() -> None:
+    """The program's first instruction: from here on a signal is recorded, to be raised by `arm()`."""
+    global _pending
+    _pending = None
+    _install(_DEFER)
+
+
+def arm() -> None:
+    """The entry's guard is in place: a signal recorded since `defer()` is raised now, later ones where they land."""
+    global _mode, _pending
+    _mode = _RAISE
+    signum, _pending = _pending, None
+    if signum is not None:
+        for sig in SIGNALS:
+            if sig in _handled:
+                signal.signal(sig, signal.SIG_IGN)
+        _end_children()
+        raise Interrupted(signum)
+
+
+def finishing() -> None:
+    """The report is out: a signal from now on ends the run with 128+N, with nothing more written."""
+    global _mode
+    _mode = _EXIT
+
+
+def install() -> dict[int, object]:
+    """Install the handlers (main thread only; elsewhere nothing); returns the dispositions they replaced."""
+    return _install(_RAISE)
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """The handlers for the duration of a block; what was there before comes back after it."""
+    global _mode
+    previous = install()
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, old)  # type: ignore[arg-type]
+        if previous:
+            _mode = _RAISE
+
+
+def restore_for_exec() -> None:
+    """Dispositions for a program fa-doctor becomes: the default for what Python or fa-doctor changed, ignored only
+    what the caller ignored. (A caught signal resets at execve by itself; an ignored one would be inherited.)"""
+    for sig in (*_PYTHON_IGNORES, *SIGNALS):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, signal.SIG_IGN if sig in _ignored_at_start else signal.SIG_DFL)
+
+
+# ---- a test hook: deterministic signals at named points ----------------------------------------------------
+
+_PAUSE_AT = os.environ.get("FA_DOCTOR_TEST_PAUSE_AT")
+
+
+def checkpoint(name: str) -> None:
+    """With FA_DOCTOR_TEST_PAUSE_AT=`name`: announce `name` on the fd FA_DOCTOR_TEST_PAUSE_FD (default 2), wait
+    for one of SIGNALS and deliver it here, as if it had arrived at this very instruction. Otherwise nothing."""
+    if name != _PAUSE_AT:
+        return
+    fd = int(os.environ.get("FA_DOCTOR_TEST_PAUSE_FD", "2"))
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    signum = None
+    try:
+        os.write(fd, f"{name}\n".encode())
+        while signum is None and _pending is None:
+            # Polled: a signal another thread took runs its Python handler here, between two waits.
+            info = signal.sigtimedwait(SIGNALS, 0.05)
+            signum = info.si_signo if info else None
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    if signum is not None:
+        signal.raise_signal(signum)

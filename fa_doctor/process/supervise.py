@@ -1,0 +1,93 @@
+"""A supervisor for one `fix --apply` command: it, the command and whatever the command starts end together.
+
+Run by `fa_doctor.process.children` as `<fa-doctor's python> -I -c <this file's text> COMMAND...` (standard
+library only: it is never imported as part of fa-doctor). fa-doctor gives it a parent-death signal (SIGTERM);
+it makes itself the subreaper of what COMMAND starts, gives COMMAND a parent-death signal of its own (SIGKILL),
+and on SIGTERM, SIGINT or SIGHUP, or when COMMAND exits, kills every process left under it. So a SIGKILL of
+fa-doctor ends pip and the compilers its build started, not only pip. Its exit status is COMMAND's; a COMMAND
+killed by a signal is reported the same way (the supervisor ends itself with that signal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int) -> None:
+    _LIBC.prctl(option, value, 0, 0, 0)
+
+
+def _descendants() -> list[int]:
+    found: list[int] = []
+    todo = [os.getpid()]
+    while todo and len(found) < 100000:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
+                    kids = [int(p) for p in fh.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                if kid not in found:
+                    found.append(kid)
+                    todo.append(kid)
+    return found
+
+
+def _kill_all() -> None:
+    for _ in range(3):  # one that forks while we sweep gets another round
+        pids = _descendants()
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    del frame
+    _kill_all()
+    os._exit(128 + signum)
+
+
+def _child_setup() -> None:
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def main(argv: list[str]) -> int:
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        child = subprocess.Popen(argv, preexec_fn=_child_setup)
+    except OSError as exc:
+        sys.stderr.write(f"cannot start {argv[0]}: {exc}\n")
+        return 127
+    code = child.wait()
+    _kill_all()
+    if code < 0:
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL's disposition cannot be set (nor needs to be)
+            signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

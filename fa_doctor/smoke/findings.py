@@ -1,0 +1,350 @@
+"""Findings from one kernel smoke test (fa_doctor.smoke.runner.SmokeResult); see docs/smoke.md for the ids.
+
+Machine-specific reinstall commands come from the caller's `reinstall(key, problem)`; the remedies written here
+are generic but exact, and use the target interpreter's own path so they install into the right place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from fa_doctor.catalog import ecosystem, names
+from fa_doctor.diagnose.checks.remedies import planned
+from fa_doctor.diagnose.derive.requires import version_of
+from fa_doctor.model.actions import RunCommand
+from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.intents import ReinstallSame
+from fa_doctor.model.lines import Lines
+from fa_doctor.smoke import SmokeResult
+from fa_doctor.smoke.classify import ImportProblem
+
+Reinstall = Callable[[str, ImportProblem | None], tuple[Remedy, ...]]
+_STDERR_LINES = 12
+_GPU_ARCH = ("nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+_PY = "{py}"
+# Causes whose remedy needs nothing but the interpreter's path ({py}), as argv.
+_SIMPLE: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
+    "no_kernel_image": (
+        "Install a build that contains code for this GPU's architecture: FA2 2.7.4 or newer built with CUDA 12.8+ "
+        f"for sm_100/sm_120, FA4 ({names.FLASH_ATTN_4}) on Blackwell; FA3 runs on sm_80 and sm_90 only.",
+        (_GPU_ARCH,),
+    ),
+    "gpu_too_old": (
+        "FlashAttention needs an Ampere (sm_80) or newer GPU: use another attention backend on this GPU.",
+        (_GPU_ARCH,),
+    ),
+    "driver_too_old": (
+        "Upgrade the NVIDIA driver: `nvidia-smi` shows the driver and the highest CUDA version it supports.",
+        (("nvidia-smi",),),
+    ),
+    "no_cuda": (
+        "Install a CUDA build of torch (not +cpu) in this interpreter and check that the driver works.",
+        ((_PY, "-c", "import torch; print(torch.__version__, torch.cuda.is_available())"), ("nvidia-smi",)),
+    ),
+    "sgl_kernel_fa3": (
+        "sgl_kernel hides the real error; import its FA3 extension directly to see it.",
+        ((_PY, "-c", "import sgl_kernel.flash_ops"),),
+    ),
+}
+
+
+def _run(py: str, *argvs: tuple[str, ...]) -> tuple[RunCommand, ...]:
+    return tuple(RunCommand(tuple(py if a == _PY else a for a in argv)) for argv in argvs)
+
+
+def _import_line(module: str) -> str | None:
+    """`import <module>` for a well-formed module name; None for anything else (it comes from the target)."""
+    return f"import {module}" if _MODULE.match(module) else None
+
+
+def smoke_findings(result: SmokeResult, *, reinstall: Reinstall) -> list[Finding]:
+    build = {
+        "passed": _passed,
+        "mismatch": _mismatch,
+        "failed": _failed,
+        "crashed": _crashed,
+        "timeout": _timeout,
+        "import_failed": _import_failed,
+    }.get(result.status, _crashed)
+    return [build(result, reinstall)]
+
+
+def skipped_finding(reason: str, *, require_gpu: bool) -> Finding:
+    return Finding(
+        id="smoke.skipped",
+        severity=Severity.FAIL if require_gpu else Severity.INFO,
+        title=f"Kernel smoke test skipped: {reason}",
+        detail="No FlashAttention kernel was run, so only the static checks speak for this install."
+        + (" --require-gpu makes this a failure." if require_gpu else ""),
+        evidence={"reason": reason, "require_gpu": require_gpu},
+        remedies=(
+            Remedy(
+                "Run fa-doctor with the interpreter that will serve the model, on the GPU machine, "
+                "so the smoke test can run a kernel.",
+                actions=(RunCommand(("fa-doctor", "check", "--python", "/path/to/server/python")),),
+            ),
+        ),
+    )
+
+
+# Left out of evidence: the key and phases are rewritten, the error is spread into its own fields, and the
+# output tails are long (the crash finding adds the stderr lines that matter).
+_OMIT = frozenset({"key", "phases", "error", "stdout_tail", "stderr_tail"})
+
+
+def _evidence(r: SmokeResult, **extra: Any) -> dict[str, Any]:
+    doc = {k: v for k, v in r.to_dict().items() if k not in _OMIT}
+    return {"implementation": r.key, "phases": {k: round(v, 3) for k, v in r.phases.items()}, **doc, **extra}
+
+
+def _timings(r: SmokeResult) -> str:
+    names = (("import", "import"), ("first_call", "first call"), ("check", "check"), ("total", "total"))
+    parts = [f"{label} {r.phases[key]:.2f} s" for key, label in names if key in r.phases]
+    return "phases: " + ", ".join(parts) if parts else ""
+
+
+def _case_lines(r: SmokeResult, only_bad: bool) -> list[str]:
+    lines = []
+    for c in r.cases:
+        if only_bad and c.passed:
+            continue
+        if c.error is not None:
+            lines.append(f"{c.name}: {c.error}")
+        else:
+            err = f"{c.max_abs_err:.4g}" if c.max_abs_err is not None else "n/a"
+            cmp = "<=" if c.passed else ">"
+            took = f", {c.seconds:.2f} s" if c.seconds is not None else ""
+            lines.append(f"{c.name}: max abs err {err} {cmp} tolerance {c.tolerance:g}{took}")
+    return lines
+
+
+def _passed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    del reinstall
+    lines = [*_case_lines(r, only_bad=False), _timings(r)]
+    if r.warnings:
+        first = r.warnings[0] if len(r.warnings[0]) <= 160 else r.warnings[0][:157] + "..."
+        lines.append(f"{len(r.warnings)} warning(s) on first use, recorded but harmless: {first}")
+    where = f" on {r.device_name}" if r.device_name else ""
+    return Finding(
+        id="smoke.passed",
+        severity=Severity.OK,
+        title=f"{r.key}: {len(r.cases)} FA kernel calls{where} match the fp32 reference",
+        detail=Lines(line for line in lines if line),
+        evidence=_evidence(r),
+    )
+
+
+def _mismatch(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    bad = [c.name for c in r.cases if not c.passed]
+    return Finding(
+        id="smoke.mismatch",
+        severity=Severity.FAIL,
+        title=f"{r.key}: FA output differs from the fp32 reference in {len(bad)} of {len(r.cases)} cases",
+        detail=Lines([*_case_lines(r, only_bad=True), _timings(r)]),
+        evidence=_evidence(r, failing_cases=bad),
+        remedies=(
+            Remedy(
+                "The kernel ran but gave wrong numbers, which a server would not notice. Reinstall the build made "
+                "for this GPU and torch; if it persists, report it upstream with this output (`--json`)."
+            ),
+            *reinstall(r.key, None),
+        ),
+    )
+
+
+def _failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    p = r.error
+    message = p.message if p else "the FA call failed"
+    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ())), _timings(r)]
+    if p is not None and p.evidence.get("stage") == "device":
+        title = f"{r.key}: no kernel could run: {p.summary}"  # the child's torch sees no GPU
+    else:
+        title = f"{r.key}: the FA kernel call raised {message.splitlines()[0][:160]}"
+    return Finding(
+        id="smoke.failed",
+        severity=Severity.FAIL,
+        title=title,
+        detail=Lines(line for line in detail if line),
+        evidence=_evidence(r, **_problem_evidence(p)),
+        remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
+    )
+
+
+def _import_failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    p = r.error
+    message = p.message if p else "the import failed"
+    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ()))]
+    return Finding(
+        id="import.failed",
+        severity=Severity.FAIL,
+        title=f"{r.key}: `import {r.module}` fails" + (f": {p.summary}" if p else ""),
+        detail=Lines(line for line in detail if line),
+        evidence=_evidence(r, **_problem_evidence(p)),
+        remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
+    )
+
+
+def _crashed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    if r.signal:
+        how = f"was killed by {r.signal}"
+    elif r.returncode is not None:
+        how = f"exited with code {r.returncode} before reporting a result"
+    else:
+        how = "could not be started"
+    during = f" during {r.last_phase.replace('_', ' ')}" if r.last_phase else ""
+    tail_lines = r.stderr_tail.strip().splitlines()[-_STDERR_LINES:]
+    tail = "\n".join(tail_lines)
+    py = r.python or "python"
+    line = _import_line(r.module)
+    return Finding(
+        id="smoke.crashed",
+        severity=Severity.FAIL,
+        title=f"{r.key}: the smoke-test process {how}{during}",
+        # the child's own lines stay lines (Lines), each escaped on its own by the renderers' boundary
+        detail=Lines(x for x in (_timings(r), *(["last lines of stderr:", *tail_lines] if tail else [])) if x),
+        evidence=_evidence(r, signal=r.signal, returncode=r.returncode, last_phase=r.last_phase, stderr_tail=tail),
+        remedies=(
+            Remedy(
+                "A crash in native code takes the server down the same way. Reproduce it with Python's fault handler "
+                "to see where it dies, then reinstall a build that matches this GPU, torch and CUDA.",
+                actions=_run(py, (_PY, "-X", "faulthandler", "-c", line)) if line else (),
+            ),
+            *reinstall(r.key, None),
+        ),
+    )
+
+
+def _timeout(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    del reinstall
+    during = f" (it was in {r.last_phase.replace('_', ' ')})" if r.last_phase else ""
+    detail = [f"The child was killed after {r.timeout:g} s{during}."]
+    remedies = [
+        Remedy(
+            "Allow more time for the smoke test.",
+            actions=(RunCommand(("fa-doctor", "check", "--timeout", f"{max(600, 2 * r.timeout):g}")),),
+        )
+    ]
+    if r.api == "cute":
+        detail.append(
+            "FA4 imports in about 9 s and JIT-compiles each kernel shape on its first call (3-5 s each on an "
+            "H200), so a cold first run needs far longer than later ones."
+        )
+        remedies.append(
+            Remedy(
+                "Keep the FA4 compile cache enabled (the default) so that later runs load the compiled kernels."
+                + (f" Cache folder: {r.cache_dir}" if r.cache_dir else " It was disabled for this run.")
+            )
+        )
+    else:
+        detail.append("A compiled kernel should finish in milliseconds: a hang points at the GPU, driver or build.")
+        remedies.append(
+            Remedy("Check that the GPU is healthy and not held by another process.", actions=_run("", ("nvidia-smi",)))
+        )
+    return Finding(
+        id="smoke.timeout",
+        severity=Severity.FAIL,
+        title=f"{r.key}: the smoke test did not finish within {r.timeout:g} s",
+        detail=Lines([*detail, _timings(r)]),
+        evidence=_evidence(r, timeout=r.timeout, last_phase=r.last_phase),
+        remedies=tuple(remedies),
+    )
+
+
+def _problem_evidence(p: ImportProblem | None) -> dict[str, Any]:
+    if p is None:
+        return {"cause": "unknown"}
+    details = {k: v if isinstance(v, (str, int, float, bool, type(None))) else str(v) for k, v in p.evidence.items()}
+    return {"cause": p.cause, "error": p.message, "chain": list(p.chain), "summary": p.summary, "details": details}
+
+
+def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ...]:
+    py = r.python or "python"
+    ev = dict(p.evidence) if p else {}
+    show_torch = RunCommand(
+        (py, "-c", "import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)")
+    )
+    cause = p.cause if p else "unknown"
+    if cause == "torch_abi":
+        if ev.get("abi") == "cxx11":
+            text = (
+                "Install the build whose C++ ABI matches torch: the wheel name carries cxx11abiTRUE or "
+                "cxx11abiFALSE, and must equal the last value printed below."
+            )
+        elif ev.get("abi") == "torch_version":
+            text = (
+                f"Reinstall the {r.key} build made for the installed torch {r.environment.get('torch', '')} (the "
+                "wheel name carries torchX.Y), or install the torch version the build expects."
+            )
+        else:
+            text = "The extension is incomplete or was built from mismatched sources: reinstall it from a clean build."
+        return (Remedy(text, actions=(show_torch,)),)
+    if cause == "glibc":
+        text = (
+            f"This build needs {ev.get('requires', 'a newer glibc')}, newer than this system's (see `ldd --version`). "
+            "Use a wheel built on an older system (for FA2: 2.7.4.post1 instead of the 2.8 wheels) or build from "
+            "source here."
+        )
+        return (Remedy(text, actions=(RunCommand(("ldd", "--version")),)),)
+    if cause == "cuda_runtime":
+        lib = ev.get("library", "a CUDA library")
+        if str(lib).startswith("libcuda.so"):
+            return (
+                Remedy(
+                    "Install the NVIDIA driver; `nvidia-smi` must work before any CUDA build can.",
+                    actions=(RunCommand(("nvidia-smi",)),),
+                ),
+            )
+        return (
+            Remedy(
+                f"{lib} is missing: install the {r.key} build made for torch's CUDA version (printed below), "
+                "not one for another CUDA major.",
+                actions=(show_torch,),
+            ),
+        )
+    if cause == "cute_dsl_missing":
+        found = r.environment.get(names.CUTLASS_DSL) or r.environment.get(names.DSL_CORE)
+        ver = version_of(str(found)) if found else None  # the child's text: only a real version goes into a command
+        remedies = []
+        if str(ev.get("module", "")).startswith("cutlass") and ver and py.startswith("/"):
+            # From 4.6.0 on the `cutlass` package ships in libs-core; before, in the metapackage's own wheel.
+            owner = names.DSL_CORE if ecosystem.exists(names.DSL_CORE, ver) else names.CUTLASS_DSL
+            remedies.append(
+                planned(
+                    ReinstallSame(
+                        (f"{owner}=={ver}",),
+                        f"The `cutlass` Python package of CuTe DSL {ver} ships in {owner}: reinstall it at that "
+                        "version, without its dependencies.",
+                    )
+                )
+            )
+        remedies.append(
+            Remedy(
+                f"Install {names.FLASH_ATTN_4} and its CuTe DSL runtime into this interpreter's own site-packages, "
+                "not with `pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on "
+                "sys.path is only read in a real site directory (the reinstall below does it)."
+            )
+        )
+        return tuple(remedies)
+    if cause in _SIMPLE:
+        text, argvs = _SIMPLE[cause]
+        return (Remedy(text, actions=_run(py, *argvs)),)
+    if cause == "module_missing":
+        mod = str(ev.get("module", r.module))
+        if mod.split(".")[0] == "torch":
+            return (Remedy("Install torch into the interpreter that runs the server (see torch.missing)."),)
+        top = mod.split(".")[0]
+        text = (
+            f"Python cannot import '{mod}': install it into this interpreter, and do not start the server from inside "
+            "a source checkout whose folder shadows the installed package. The command shows which one is found."
+        )
+        code = f'import importlib.util as u; print(u.find_spec("{top}"))' if _MODULE.match(top) else ""
+        return (Remedy(text, actions=(RunCommand((py, "-c", code)),) if code else ()),)
+    line = _import_line(r.module)
+    return (
+        Remedy(
+            "Run the import by hand to see the full traceback.", actions=_run(py, (_PY, "-c", line)) if line else ()
+        ),
+    )
