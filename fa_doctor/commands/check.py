@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from fa_doctor.diagnose.contain import contained, crash_finding, probe_failed
 from fa_doctor.model.facts import Facts
-from fa_doctor.model.finding import Finding
+from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.options import CheckOptions
 from fa_doctor.model.result import CheckPayload, PackageRow, Result
 from fa_doctor.process.bounded import Deadline
@@ -36,7 +36,8 @@ def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Fi
 
     states, pinned, selection = derived.states, derived.pinned, derived.selection
     findings: list[Finding] = []
-    findings += contained("gpu", lambda: gpu.check_gpus(facts, options.require_gpu))
+    static_only = not options.smoke or bool(options.gpu_arch)
+    findings += contained("gpu", lambda: gpu.check_gpus(facts, options.require_gpu, static_only))
     findings += contained("torch", lambda: gpu.check_torch(facts))
     findings += contained("packages", lambda: packages.inventory(facts, states))
     findings += contained("conflicts", lambda: packages.conflicts(facts))
@@ -95,9 +96,11 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
         if callable(announce) and facts.gpus.devices:
             announce(findings, len(facts.gpus.devices))
 
+        invalid = next((f for f in findings if f.id == "override.invalid" and f.severity is Severity.FAIL), None)
+        refused = invalid.title if invalid is not None else None
         t0 = time.perf_counter()
         try:
-            more, smoke = smoke_step(facts, options, derived, progress)
+            more, smoke = smoke_step(facts, options, derived, progress, refused)
         except Exception as exc:  # contained like every check
             more = [crash_finding("smoke", exc)]
         findings += more

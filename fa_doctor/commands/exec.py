@@ -67,6 +67,8 @@ def plan(options: ExecOptions, env: Mapping[str, str] | None = None) -> tuple[Ch
             flags=flags,
             require_gpu=check.require_gpu or not options.allow_no_gpu,
             env=dict(launch.env),
+            python_flags=launch.python_flags if python == launch.python else (),
+            cwd=launch.cwd,
         ),
         launch,
     )

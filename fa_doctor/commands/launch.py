@@ -45,6 +45,8 @@ class Launch:
     flags: BackendFlags = field(default_factory=BackendFlags)
     env: Mapping[str, str] = field(default_factory=dict)  # what the server process gets, after env's changes
     problem: str | None = None  # why the interpreter could not be told
+    python_flags: tuple[str, ...] = ()  # the interpreter's own options before -m/-c/the script (-I, -E, -S, -W error)
+    cwd: str | None = None  # the working folder the server starts in (after env -C)
 
 
 @dataclass(slots=True)
@@ -233,10 +235,12 @@ def _python_launch(argv: tuple[str, ...], python: str | None, args: list[str], s
 
     def made(sglang: bool = False, after: Sequence[str] = ()) -> Launch:
         flags = _backend_flags(after) if sglang else BackendFlags()
-        return Launch(argv, python, sglang, flags, dict(state.env))
+        own = tuple(args[:start])  # the interpreter's options, each with its value
+        return Launch(argv, python, sglang, flags, dict(state.env), python_flags=own, cwd=state.cwd)
 
-    i = 0
+    i = start = 0
     while i < len(args):
+        start = i
         arg = args[i]
         if arg == "--" or arg == "-" or not arg.startswith("-"):
             script_at = i + 1 if arg == "--" else i
@@ -251,6 +255,11 @@ def _python_launch(argv: tuple[str, ...], python: str | None, args: list[str], s
             if ch in "cm" + _PY_ARG_OPTS:
                 inline = arg[j + 1 :]
                 value = inline or (args[i + 1] if i + 1 < len(args) else "")
+                if ch in "cm" and j > 1:  # `-Bm mod`: the options before m are the interpreter's own
+                    args = [*args[:i], arg[:j], arg[j:], *args[i + 1 :]]
+                    i += 1
+                    start = i
+                    inline = arg[j + 1 :]
                 i += 1 if inline else 2
                 if ch == "c":
                     return made()
@@ -273,7 +282,7 @@ def parse_launch(argv: Sequence[str], env: Mapping[str, str], cwd: str | None = 
     def unknown(problem: str, args: Sequence[str] = ()) -> Launch:
         serve = bool(args) and os.path.basename(args[0]) == "sglang" and list(args[1:2]) == ["serve"]
         flags = _backend_flags(args[2:]) if serve else BackendFlags()
-        return Launch(full, None, serve, flags, dict(state.env), problem)
+        return Launch(full, None, serve, flags, dict(state.env), problem, cwd=state.cwd)
 
     try:
         for _ in range(_HOPS):

@@ -31,10 +31,23 @@ class Facts:
     env: Mapping[str, str]
     sglang: SglangFacts | None
     flags: BackendFlags = field(default_factory=BackendFlags)
+    gpu_arch: tuple[str, ...] = ()  # --gpu-arch sm_90,...: the fleet's GPUs, for a CI job without one
 
     @property
     def capabilities(self) -> list[tuple[int, int]]:
-        return sorted({d.capability for d in self.gpus.devices if d.capability is not None})
+        """The visible GPUs' capabilities; with none visible, those `--gpu-arch` names (a CPU CI job judges for the
+        fleet as its GPUs would)."""
+        seen = {d.capability for d in self.gpus.devices if d.capability is not None}
+        if not self.gpus.devices:
+            seen = {divmod(int(arch.removeprefix("sm_")), 10) for arch in self.gpu_arch}
+        return sorted(seen)
+
+    @property
+    def first_capability(self) -> tuple[int, int] | None:
+        """What the server reads: the capability of GPU 0 of those it sees (else the first `--gpu-arch`)."""
+        if self.gpus.devices:
+            return self.gpus.devices[0].capability
+        return divmod(int(self.gpu_arch[0].removeprefix("sm_")), 10) if self.gpu_arch else None
 
     @property
     def torch_cuda(self) -> tuple[int, int] | None:

@@ -24,6 +24,8 @@ class CheckOptions:
     gpu_timeout: float = 10.0
     scan_timeout: float = 60.0
     env: Mapping[str, str] | None = None
+    python_flags: tuple[str, ...] = ()  # exec: COMMAND's interpreter options (-I, -E, -S, -W error, -X ...)
+    cwd: str | None = None  # exec: the folder COMMAND starts in (its sys.path[0] for `python -m`)
 
     @property
     def target_args(self) -> tuple[str, ...]:

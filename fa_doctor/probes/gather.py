@@ -52,8 +52,12 @@ def gather(
     from fa_doctor.probes.gpu import early_answer, probe_gpus
 
     python = options.python or sys.executable
-    pending = pending or TargetProbe(python)
     env = dict(os.environ if options.env is None else options.env)
+    asked = (python, options.env, options.cwd, options.python_flags)
+    if pending is not None and not pending.answers(*asked):
+        pending.close()  # an early probe that asked something else (another interpreter, environment, folder)
+        pending = None
+    pending = pending or TargetProbe(python, env=options.env, cwd=options.cwd, flags=options.python_flags)
     gpu_box: dict[str, GpuFacts] = {}
 
     wait = options.gpu_timeout * 2 + _TORCH_PROBE_SECONDS + 10
@@ -79,5 +83,12 @@ def gather(
         "none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"), ("the GPU probe did not finish in time",)
     )
     return Facts(
-        target, gpu_facts, installed.torch, installed.scan, environment.capture(env), installed.sglang, options.flags
+        target,
+        gpu_facts,
+        installed.torch,
+        installed.scan,
+        environment.capture(env),
+        installed.sglang,
+        options.flags,
+        options.gpu_arch or (),
     )

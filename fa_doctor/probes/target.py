@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from fa_doctor.model.machine import TargetFacts
 from fa_doctor.process import proc
@@ -62,8 +66,17 @@ class TargetProbe:
     grandchild of the target (a ``.pth`` that forks) holds its pipes; ``close()`` ends a probe whose answer is
     no longer wanted (the proc module's exit hook does it otherwise)."""
 
-    def __init__(self, python: str, timeout: float = 15.0) -> None:
+    def __init__(
+        self,
+        python: str,
+        timeout: float = 15.0,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        flags: Sequence[str] = (),
+    ) -> None:
         self.python, self.timeout = python, timeout
+        self.asked = (python, None if env is None else dict(env), cwd, tuple(flags))
         self.error: TargetError | None = None
         self.child: proc.Child | None = None
         if not python or "\x00" in python:
@@ -74,7 +87,7 @@ class TargetProbe:
             self.error = TargetError(f"--python {python!r} is a directory, not a Python interpreter")
         else:
             try:
-                self.child = proc.Child([python, "-c", _SCRIPT])
+                self.child = proc.Child([python, *flags, "-c", _SCRIPT], env=env, cwd=cwd)
             except FileNotFoundError:
                 self.error = TargetError(f"--python {python!r}: not found")
             except PermissionError:
@@ -82,6 +95,12 @@ class TargetProbe:
             except (OSError, ValueError, subprocess.SubprocessError) as exc:
                 reason = getattr(exc, "strerror", None) or exc
                 self.error = TargetError(f"--python {python!r}: cannot run it ({reason})")
+
+    def answers(
+        self, python: str, env: Mapping[str, str] | None, cwd: str | None = None, flags: Sequence[str] = ()
+    ) -> bool:
+        """Whether this probe asked exactly that: the same interpreter, flags, folder and environment."""
+        return self.asked == (python, None if env is None else dict(env), cwd, tuple(flags))
 
     def close(self) -> None:
         if self.child is not None:
@@ -145,3 +164,36 @@ def _parse(python: str, stdout: str) -> TargetFacts:
 
 def probe_target(python: str, timeout: float = 15.0) -> TargetFacts:
     return TargetProbe(python, timeout).result()
+
+
+@dataclass(frozen=True, slots=True)
+class Chosen:
+    python: str
+    why: str  # "--python", "$VIRTUAL_ENV", "$CONDA_PREFIX", "python3 on PATH", "fa-doctor's own interpreter"
+    own: bool  # fa-doctor's own interpreter (a pipx or tools venv is rarely the server's)
+
+
+def choose(explicit: str | None, env: Mapping[str, str]) -> Chosen:
+    """The interpreter a bare check judges, as a user expects: `--python` (or FA_DOCTOR_PYTHON); else the python
+    of the active venv ($VIRTUAL_ENV), else of the active conda environment ($CONDA_PREFIX); else the first
+    `python3` on PATH; fa-doctor's own interpreter only when there is none."""
+    own = os.path.realpath(sys.prefix)
+
+    def chosen(python: str, why: str) -> Chosen:
+        # A venv's python links to the same binary as every other venv's: the environment is its prefix.
+        prefix = os.path.dirname(os.path.dirname(os.path.abspath(python)))
+        return Chosen(python, why, os.path.realpath(prefix) == own)
+
+    if explicit:
+        return chosen(explicit, "--python")
+    for variable in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        prefix = env.get(variable) or ""
+        if os.path.isabs(prefix):
+            for name in ("python", "python3"):
+                candidate = os.path.join(prefix, "bin", name)
+                if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                    return chosen(candidate, f"${variable}")
+    found = shutil.which("python3", path=env.get("PATH") or os.defpath)
+    if found:
+        return chosen(found, "python3 on PATH")
+    return Chosen(sys.executable, "fa-doctor's own interpreter (no python3 on PATH)", True)

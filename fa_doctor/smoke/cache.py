@@ -47,7 +47,7 @@ class VerdictCache:
         self.changed: tuple[str, ...] = ()
         self.fingerprint: Fingerprint | None
         try:
-            self.fingerprint = verdict_key.compute(facts, targets, devices, pins, self.env)
+            self.fingerprint = verdict_key.compute(facts, targets, devices, pins, self.env, options.python_flags)
         except Exception:  # a verdict that cannot be fingerprinted is run, never reused
             self.fingerprint = None
             return

@@ -16,7 +16,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,8 @@ def run_smoke(
     progress: Callable[[str], None] | None = None,
     env: Mapping[str, str] | None = None,
     reap_seconds: float = 10.0,
+    python_flags: Sequence[str] = (),
+    cwd: str | None = None,
 ) -> SmokeResult:
     """Run the child, at most ``timeout`` s; then it and everything it started are gone (fa_doctor.process.proc).
 
@@ -117,7 +119,10 @@ def run_smoke(
     rfd, wfd = os.pipe()
     try:
         child = proc.Child(
-            [python, "-c", child_source(), json.dumps({**config, "fd": wfd})], env=child_env, pass_fds=(wfd,)
+            [python, *python_flags, "-c", child_source(), json.dumps({**config, "fd": wfd})],
+            env=child_env,
+            cwd=cwd,
+            pass_fds=(wfd,),
         )
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         os.close(rfd)

@@ -60,12 +60,16 @@ def smoke_step(
     options: CheckOptions,
     derived: Derived,
     progress: Callable[[str], None] | None,
+    refused: str | None = None,
 ) -> tuple[list[Finding], SmokeSection]:
+    """`refused`: why the server would refuse to start (an invalid override): the kernels are not run."""
     from fa_doctor.smoke.findings import skipped_finding, smoke_findings
     from fa_doctor.smoke.runner import SmokeTarget
 
     keys = smoke_keys(facts, derived.selection, derived.states, options.smoke_all)
     section = SmokeSection(tuple(keys))
+    if refused:  # the server would not start: a kernel test (seconds to minutes) would only delay saying so
+        return [skipped_finding(f"{refused}: the server would refuse to start", require_gpu=False)], section
     if not keys:
         return [skipped_finding("no FA implementation is selected or installed", require_gpu=False)], section
     if facts.torch is None:
@@ -136,7 +140,9 @@ def run_on_devices(
                 timeout=options.timeout,
                 use_cache=options.use_cache,
                 visible_devices=pin_for(device, facts),
-                env=options.env,  # exec: COMMAND's environment, as the server will have it
+                env=options.env,  # exec: COMMAND's environment, flags and folder, as the server will have them
+                python_flags=options.python_flags,
+                cwd=options.cwd,
                 progress=(lambda message: progress(f"GPU {device.index}: {message}")) if progress else None,
             )
         except Exception as exc:  # becomes an internal.check_crashed finding for this GPU

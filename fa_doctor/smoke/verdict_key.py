@@ -3,17 +3,23 @@
 A verdict is reused only while every part below is unchanged (docs/smoke.md, "Verdict cache"):
 
 - `interpreter`: the target's executable, version, real binary and its stat, prefix and search path;
-- `dist:<name>`: each distribution the selected implementations import (the catalog's distributions of the
-  implementation, FA4's runtime: CuTe DSL, quack, tvm-ffi, cuda bindings; and every copy on the search path),
-  as its RECORD plus the stat of every file it lists (probes/fingerprint.py);
-- `torch`: the build facts (version, CUDA, C++ ABI, location) and the stat of its metadata and version.py;
-- `knobs`: every environment variable that steers an FA version or the kernel path (probes/environment.py);
+  `flags`: the interpreter options the server runs with (exec: `-I`, `-E`, `-S`, `-W error`, ...);
+  `path`: the identity of every search-path folder (a new `.pth`, `sitecustomize.py`, module or folder changes
+  it); `cwd`: the working folder and its identity;
+- `dist:<name>`: each distribution the selected implementations import, as its RECORD plus the stat of every
+  file it lists (smoke/fingerprint.py);
+- `torch`: the build facts and the stat of its metadata and version.py;
+- `env:<NAME>`: every environment variable, but the terminal and session ones in IGNORED_VARIABLES;
 - `gpus`: the driver and CUDA driver versions, each smoke-tested device's model, capability, memory and UUID,
   and the CUDA_VISIBLE_DEVICES value it is pinned with;
 - `smoke`: the implementations, modules and calling conventions; `tool`: fa-doctor's version, the child's
   source and the cases.
 
-The module folders the child imported from (known only after a run) are checked at reuse too: `watch()`.
+After a run, the verdict also records every file the children loaded (module files, extension modules and
+each shared object mapped into them) with its identity (realpath, size, mtime, ctime, inode, device): a reuse
+re-checks each one (`watch()`), so an extension rebuilt in place, an upgraded CUDA library wheel or a module
+whose symlink now points elsewhere runs the kernels again. When in doubt, rerun: a verdict whose children did
+not say what they loaded is never stored.
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ def compute(
     devices: Sequence[GpuDevice],
     pins: Sequence[str],
     env: Mapping[str, str] | None,
+    python_flags: Sequence[str] = (),
 ) -> Fingerprint:
     """Stat calls and a few small reads only: this runs before every `exec` of an unchanged node."""
     target = facts.target
@@ -96,6 +103,7 @@ def compute(
         "interpreter": fp.interpreter(target.executable, target.version, target.prefix, target.sys_path),
         "smoke": fp.digest(sorted((t.key, t.module, t.api) for t in targets)),
         "path": fp.folders(target.sys_path),
+        "flags": fp.digest(tuple(python_flags)),
         "cwd": fp.digest(target.cwd, fp.stat_key(target.cwd) if target.cwd else None),
         "gpus": fp.digest(
             facts.gpus.driver_version,

@@ -19,19 +19,22 @@ def _describe(facts: Facts) -> str:
     return "; ".join(parts)
 
 
-def check_gpus(facts: Facts, require_gpu: bool = False) -> list[Finding]:
+def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = False) -> list[Finding]:
+    """`static_only`: a CPU CI job (`--no-smoke` or `--gpu-arch`) expects no GPU: its absence is information."""
     gpus = facts.gpus
     evidence = gpus.to_dict()
     if not gpus.devices:
         why = "; ".join(gpus.attempts) or "no probe found a GPU"
         if gpus.visible_devices is not None and gpus.source != "none":
             why = f"CUDA_VISIBLE_DEVICES={gpus.visible_devices!r} hides every GPU"
+        severity = Severity.FAIL if require_gpu else Severity.INFO if static_only else Severity.WARN
+        judged = f" Judged for --gpu-arch {','.join(facts.gpu_arch)}." if facts.gpu_arch else ""
         return [
             Finding(
                 "gpu.none",
-                Severity.FAIL if require_gpu else Severity.WARN,
+                severity,
                 "No NVIDIA GPU is visible",
-                f"{why}. Package and override checks still run; the kernel smoke test cannot.",
+                f"{why}. Package and override checks still run; the kernel smoke test cannot.{judged}",
                 evidence,
                 (
                     Remedy(

@@ -106,7 +106,7 @@ def implementation_for(version: int, facts: Facts, states: dict[str, ImplState])
 def sglang_default(facts: Facts) -> tuple[str | None, str]:
     """SGLang's default backend for a plain MHA model without speculative decoding (fa-selection.md 2.1)."""
     # SGLang reads the capability of the current device, GPU 0 of what it sees.
-    first = facts.gpus.devices[0].capability if facts.gpus.devices else None
+    first = facts.first_capability  # with no GPU visible, the first --gpu-arch
     if first is None:
         return None, "no GPU visible: SGLang picks by GPU (fa3 on Hopper with CUDA >= 12.3)"
     major, minor = first
