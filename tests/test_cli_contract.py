@@ -12,8 +12,8 @@ import pytest
 from conftest import gpu_env
 from fakeenv import H200, FakeEnv
 
-from fa_doctor.checks import knobs
 from fa_doctor.cli import main
+from fa_doctor.diagnose.checks import knobs
 
 
 def healthy(fenv: FakeEnv) -> FakeEnv:
@@ -28,13 +28,17 @@ def test_exit_0_healthy(cli: Any, fenv: FakeEnv, tmp_path: Path) -> None:
 
 
 def test_exit_0_with_warnings_only(cli: Any, fenv: FakeEnv) -> None:
-    run = cli("check", "--no-smoke", "--json", "--python", healthy(fenv).python)  # no GPU: gpu.none is a warning
+    # No GPU: gpu.none is a warning when the kernels were asked for (with --no-smoke it is information).
+    run = cli("check", "--json", "--python", healthy(fenv).python)
     assert (run.code, run.doc["status"]) == (0, "warn")
 
 
 def test_exit_1_strict_turns_warnings_into_failures(cli: Any, fenv: FakeEnv) -> None:
-    run = cli("check", "--no-smoke", "--strict", "--json", "--python", healthy(fenv).python)
+    python = healthy(fenv).python
+    run = cli("check", "--strict", "--json", "--python", python)
     assert (run.code, run.doc["status"], run.doc["exit_code"]) == (1, "warn", 1)
+    static = cli("check", "--no-smoke", "--strict", "--json", "--python", python)
+    assert (static.code, static.doc["status"]) == (0, "ok")  # a CPU CI job: the missing GPU is information
 
 
 def test_exit_1_on_failure(cli: Any, fenv: FakeEnv) -> None:
@@ -112,21 +116,47 @@ def test_python_m_entry_point() -> None:
     assert proc.returncode == 0 and proc.stdout.startswith("fa-doctor ")
 
 
+# The console script's path, with TargetProbe watched: which interpreter it is started for, and whether the
+# command's modules were still to be imported then (the probe's start-up overlaps those imports).
+_WATCH = """\
+import sys
+from fa_doctor.probes import target
+
+class Watched(target.TargetProbe):
+    def __init__(self, python, *args, **kw):
+        print("early", python, "fa_doctor.commands.check" in sys.modules, file=sys.stderr)
+        super().__init__(python, *args, **kw)
+
+target.TargetProbe = Watched
+from fa_doctor.entry import main
+main(sys.argv[1:])
+"""
+
+
 @pytest.mark.parametrize(
-    ("args", "expected"),
+    ("args", "env", "expected"),
     [
-        (["check", "--python", "/x/python"], "/x/python"),
-        (["check", "--json", "--python=/y/python"], "/y/python"),
-        (["check", "--no-smoke"], sys.executable),
-        (["check", "--help"], None),
-        (["--version"], None),
-        ([], None),
+        (["check", "--no-smoke", "--python", "/x/python"], {}, "/x/python"),
+        (["check", "--no-smoke", "--json", "--python=/y/python"], {}, "/y/python"),
+        (["check", "--no-smoke"], {"FA_DOCTOR_PYTHON": "/opt/server/bin/python"}, "/opt/server/bin/python"),
+        (["check", "--no-smoke", "--python", "/x/python"], {"FA_DOCTOR_PYTHON": "/opt/other"}, "/x/python"),
+        (["exec", "--no-smoke", "--", "python", "-c", "pass"], {"FA_DOCTOR_PYTHON": "/opt/s/python"}, "/opt/s/python"),
+        (["fix", "--no-smoke", "--python", "/x/python"], {}, "/x/python"),
+        (["check", "--help"], {}, None),
+        (["check", "--python", "/x/python", "--bogus"], {}, None),  # misuse starts nothing
+        (["fix", "--unset-override", "--shell", "bash"], {}, None),  # inspects no interpreter
+        (["--version"], {}, None),
+        ([], {}, None),
     ],
 )
-def test_entry_starts_the_target_probe_early(args: list[str], expected: str | None) -> None:
-    from fa_doctor.entry import _early_python
+def test_entry_starts_the_target_probe_early(args: list[str], env: dict[str, str], expected: str | None) -> None:
+    import os
 
-    assert _early_python(args) == expected
+    proc = subprocess.run(
+        [sys.executable, "-c", _WATCH, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **env}
+    )
+    started = [line.split() for line in proc.stderr.splitlines() if line.startswith("early ")]
+    assert started == ([["early", expected, "False"]] if expected else []), proc.stderr
 
 
 def test_console_script_entry_gives_the_same_report(fenv: FakeEnv, capsys: pytest.CaptureFixture[str]) -> None:

@@ -66,7 +66,7 @@ def test_dash_h_is_help() -> None:
 
 
 def test_closed_stderr_with_json(fenv: FakeEnv) -> None:
-    run = shell(f"{sys.executable} -m fa_doctor check --no-smoke --json --python {healthy(fenv)} 2>&-")
+    run = shell(f"{sys.executable} -m fa_doctor check --json --python {healthy(fenv)} 2>&-")
     doc = json.loads(run.stdout)
     assert run.returncode == 0 and doc["exit_code"] == 0 and doc["status"] == "warn"  # gpu.none: a warning
 

@@ -14,6 +14,7 @@ from samples import sample
 from smoke_fakes.scenarios import FAKES, PYTHON, child_env
 
 from fa_doctor.render.human import HumanRenderer
+from fa_doctor.render.shell import remedy_lines
 from fa_doctor.render.wrap import wrap
 from fa_doctor.smoke import SmokeResult, SmokeTarget, runner
 
@@ -148,7 +149,7 @@ def test_wrap_keeps_words_and_backquoted_commands_whole() -> None:
 def test_a_terminal_report_fits_its_width_and_commands_stay_whole(width: int) -> None:
     result = sample()
     text = HumanRenderer(width=width, wrap=True, verbose=False).render(result)
-    commands = {c for f in result.findings for r in f.remedies for c in r.lines()}
+    commands = {c for f in result.findings for r in f.remedies for c in remedy_lines(r)}
     for line in text.splitlines():
         if line.strip() not in commands:
             assert len(line) <= width or " " not in line.strip(), line

@@ -94,28 +94,26 @@ def test_signal_during_a_probe_ends_every_child(tmp_path: Path, sig: int, code: 
 
 
 def test_timeout_command_leaves_no_child(tmp_path: Path) -> None:
-    """`timeout 2 fa-doctor check`: SIGTERM from outside, as CI runners and `timeout` send it."""
+    """`timeout 60 fa-doctor check`: SIGTERM from outside, as CI runners and `timeout` send it (to the command and
+    to its whole process group). The signal is `timeout`'s own relay of a SIGTERM it is sent once the probe runs,
+    not its timer: the same delivery, with no wait of a fixed length and no race with a slow start."""
     marker = f"fa-doctor-test-{uuid.uuid4().hex}"
     python = hanging_python(tmp_path, marker)
-    proc = subprocess.run(
-        [
-            "timeout",
-            "--preserve-status",
-            "3",
-            sys.executable,
-            "-m",
-            "fa_doctor",
-            "check",
-            "--no-smoke",
-            "--python",
-            python,
-        ],
-        capture_output=True,
+    argv = [sys.executable, "-m", "fa_doctor", "check", "--no-smoke", "--python", python]
+    proc = subprocess.Popen(
+        ["timeout", "--preserve-status", "60", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         preexec_fn=default_signals,
         text=True,
-        timeout=30,
     )
-    assert proc.returncode == 143 and "interrupted by SIGTERM" in proc.stderr
+    try:
+        _wait_for(marker)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143 and "interrupted by SIGTERM" in err, err
     assert _gone(marker), f"left behind: {_processes_with(marker)}"
 
 

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from fakeenv import FakeEnv
 
-from fa_doctor.entry import _early_python
 from fa_doctor.render.terminal import wants_color
 
 ESC = "\x1b["
@@ -71,13 +70,6 @@ def test_a_usage_error_answers_in_the_format_from_the_environment() -> None:
     )
     doc = json.loads(run.stdout)
     assert run.returncode == 2 and doc["exit_code"] == 2 and "--timeout" in doc["error"]
-
-
-def test_the_early_probe_reads_the_same_python(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FA_DOCTOR_PYTHON", "/opt/server/bin/python")
-    assert _early_python(["check"]) == "/opt/server/bin/python"
-    assert _early_python(["check", "--python", "/other/python"]) == "/other/python"
-    assert _early_python(["exec", "--", "python", "-m", "sglang.launch_server"]) == "/opt/server/bin/python"
 
 
 def test_help_names_the_variables(cli: Any) -> None:

@@ -1,20 +1,17 @@
-"""The command line: one table of commands and options (`spec`), one parser (`parse`), `--help` and completion
-written from the table, the glue from a parsed line to a command (`commands`), and delivery under one guard
-(`deliver`, `guard`). No logic of its own: each command returns a `Result`, rendered in the chosen format; its
-exit code is the process's."""
+"""The command line, on typer: the commands and their options (`app`, `options`), shell completion
+(`completion`), delivery of each command's `Result` in the chosen format (`deliver`), all under one guard
+(`guard`) that turns misuse, signals and bugs into an exit code and, in a machine format, one document."""
 
 from __future__ import annotations
 
 import sys
 
 
-def main(argv: list[str] | None = None, early: object = None, parsed: object = None) -> None:
-    """No traceback reaches the user, and a JSON format always gets one JSON document. `early`: a TargetProbe
-    already started by fa_doctor.entry; `parsed`: the command line it already parsed."""
+def main(argv: list[str] | None = None) -> None:
+    """No traceback reaches the user, and a JSON format always gets one JSON document."""
     from fa_doctor.cli.guard import main_guard
 
-    args = sys.argv[1:] if argv is None else list(argv)
-    sys.exit(main_guard(args, early, parsed))
+    sys.exit(main_guard(sys.argv[1:] if argv is None else list(argv)))
 
 
 def interrupted(args: list[str], signum: int) -> None:

@@ -8,6 +8,7 @@ sends its report to stderr too: the server's stdout stays its own.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import os
 import signal
@@ -16,14 +17,14 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from fa_doctor import interrupt
-from fa_doctor.frozen import frozen, replace
-from fa_doctor.result import EXIT_ERROR, CannotRun, Result, error_result, interrupted_result
+from fa_doctor.commands.failed import error_result, interrupted_result
+from fa_doctor.model.result import EXIT_ERROR, CannotRun, Result
+from fa_doctor.process import interrupt
 
 Run = Callable[[Callable[[str], None], Any], Result]
 
 
-@frozen
+@dataclasses.dataclass(frozen=True)
 class Outputs:
     format: str = "human"
     verbose: bool = False
@@ -159,8 +160,8 @@ def _silence(stream: IO[str]) -> None:
 def run_and_deliver(
     name: str, run: Run, out: Outputs, early: Any, *, python: str | None, stream: IO[str] | None = None
 ) -> tuple[int, Result]:
-    from fa_doctor.interrupt import Interrupted
     from fa_doctor.probes.target import TargetError, TargetProbe
+    from fa_doctor.process.interrupt import Interrupted
     from fa_doctor.render.progress import progress_to_stderr
 
     # fa_doctor.entry started it before the commands loaded; use it when it probes the interpreter this run wants.
@@ -186,16 +187,16 @@ def run_and_deliver(
 def deliver_fix_override(result: Result, out: Outputs) -> int:
     """`fix --unset-override`: in the human format stdout carries only shell code for `eval` (or, with
     --dry-run, the diffs), and what happened to each env file goes to stderr; other formats as usual."""
-    from fa_doctor.lines import Lines
+    from fa_doctor.model.lines import Lines
+    from fa_doctor.model.result import FixPayload
     from fa_doctor.render.boundary import prepare
-    from fa_doctor.result import FixPayload
 
     payload = result.payload
     if out.format != "human" or not isinstance(payload, FixPayload):
         return deliver(result, out)
     # The diffs and notes carry the env files' own text: escaped like any report, a diff line by line.
-    edits = tuple(replace(e, diff=Lines(e.diff.split("\n"))) for e in payload.edits)
-    shown = prepare(replace(result, payload=replace(payload, edits=edits)))
+    edits = tuple(dataclasses.replace(e, diff=Lines(e.diff.split("\n"))) for e in payload.edits)
+    shown = prepare(dataclasses.replace(result, payload=dataclasses.replace(payload, edits=edits)))
     dry_run = payload.dry_run
     # A dry run shows the diffs on stdout; a refusal's reason is still said here.
     notes = [
@@ -204,7 +205,7 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
     ]
     try:
         if dry_run:  # every line a comment: `eval "$(fa-doctor fix --unset-override --dry-run ...)"` runs nothing
-            from fa_doctor.fixes.shell import as_comments
+            from fa_doctor.render.shell import as_comments
 
             write(sys.stdout, as_comments("".join(e.diff for e in shown.payload.edits)))
         else:
@@ -217,3 +218,18 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
     if not dry_run and _isatty(sys.stdout) and payload.eval_hint:
         sys.stderr.write(f"fa-doctor: a program cannot change its parent shell; run: {payload.eval_hint}\n")
     return result.exit_code
+
+
+def confirm(steps: Any) -> bool:
+    """Ask on the terminal; without one, --apply needs --yes."""
+    from fa_doctor.model.result import CannotRun
+    from fa_doctor.render.escape import escape
+
+    if not sys.stdin.isatty():
+        raise CannotRun("--apply changes the environment: confirm with --yes when not run from a terminal")
+    sys.stderr.write("fa-doctor fix will run:\n")
+    for number, step in enumerate(steps, 1):
+        sys.stderr.write(f"  {number}. {escape(step.description)}\n     {escape(step.command)}\n")
+    sys.stderr.write("Apply these steps? [y/N] ")
+    sys.stderr.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")

@@ -1,4 +1,4 @@
-"""The outermost guard: dispatch the parsed command line, and turn whatever goes wrong (misuse, a signal, a closed
+"""The outermost guard: run the typer app, and turn whatever goes wrong (misuse, a signal, a closed
 stream, a bug) into an exit code and, in a machine format, one document. Never a traceback."""
 
 from __future__ import annotations
@@ -9,59 +9,53 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from fa_doctor import interrupt
 from fa_doctor.cli.deliver import Outputs, _silence, deliver
-from fa_doctor.result import EXIT_ERROR, Result, error_result, interrupted_result
-
-COMPLETE = "_FA_DOCTOR_COMPLETE"
+from fa_doctor.commands.failed import error_result, interrupted_result
+from fa_doctor.model.result import EXIT_ERROR, Result
+from fa_doctor.process import interrupt
 
 
 def _name(args: Sequence[str]) -> str:
     return args[0] if args and not args[0].startswith("-") else "fa-doctor"
 
 
-def _help(command: Any) -> str:
-    from fa_doctor.cli.help import render
+def _commands() -> Any:
+    import typer.main
 
-    return render(command)
+    from fa_doctor.cli.app import app
+
+    return typer.main.get_command(app)
 
 
-def dispatch(args: list[str], early: Any, parsed: Any = None) -> int:
-    from fa_doctor.cli.parse import parse
-    from fa_doctor.cli.spec import ROOT
+def dispatch(args: list[str]) -> int:
+    from fa_doctor.cli.app import app
 
-    if os.environ.get(COMPLETE, "").startswith("complete_"):
-        from fa_doctor.cli.completion import candidates
+    if os.environ.get("_FA_DOCTOR_COMPLETE"):  # a completion script asks: typer's protocol, click's answers
+        from typer.completion import completion_init  # type: ignore[attr-defined]
 
-        sys.stdout.write("".join(f"{word}\n" for word in candidates(os.environ)))
-        return 0
-    if not args:  # `fa-doctor` alone: what it can do, as misuse
-        sys.stderr.write(_help(ROOT))
+        completion_init()
+    elif not args:  # `fa-doctor` alone: what it can do, as misuse
+        group = _commands()
+        sys.stderr.write(group.get_help(group.make_context("fa-doctor", [], resilient_parsing=True)) + "\n")
         return EXIT_ERROR
-    parsed = parsed if parsed is not None else parse(args, os.environ)
-    if parsed.help:
-        sys.stdout.write(_help(parsed.command))
-        return 0
-    if parsed.command is ROOT:
-        return _root(parsed.values)
-    from fa_doctor.cli.commands import RUN
-
-    return RUN[parsed.command.name](parsed, early)
+    code = app(args=args, prog_name="fa-doctor", standalone_mode=False)
+    return code if isinstance(code, int) else 0
 
 
-def _root(values: dict[str, object]) -> int:
-    import fa_doctor.cli.completion as completion
+def requested_format(args: Sequence[str]) -> str:
+    """The format asked for, read by click itself without acting on errors (values skipped, nothing after `--`
+    or exec's COMMAND): a usage error still answers in that format."""
+    from fa_doctor.render.base import FORMATS
 
-    if values["show_completion"]:
-        sys.stdout.write(completion.script(str(values["show_completion"])))
-    elif values["install_completion"]:
-        where, todo = completion.install(str(values["install_completion"]), os.environ)
-        sys.stderr.write(f"fa-doctor: completion written to {where}" + (f"; {todo}" if todo else "") + "\n")
-    else:
-        from fa_doctor import __version__
-
-        sys.stdout.write(f"fa-doctor {__version__}\n")
-    return 0
+    try:
+        command = _commands().commands.get(args[0]) if args else None
+        if command is None:
+            return "human"
+        ctx = command.make_context(args[0], list(args[1:]), resilient_parsing=True, ignore_unknown_options=True)
+    except Exception:  # whatever went wrong is reported, in the plain format
+        return "human"
+    fmt = "json" if ctx.params.get("as_json") else ctx.params.get("fmt")
+    return fmt if fmt in FORMATS else "human"
 
 
 def _ensure_streams() -> bool:
@@ -75,27 +69,22 @@ def _ensure_streams() -> bool:
     return lost
 
 
-def main_guard(args: list[str], early: object, parsed: Any = None) -> int:
-    from fa_doctor import proc
-    from fa_doctor.cli.parse import UsageError
-    from fa_doctor.interrupt import Interrupted, handled
+def main_guard(args: list[str]) -> int:
+    from fa_doctor.process import proc
+    from fa_doctor.process.interrupt import Interrupted, handled
 
     stdout_lost = _ensure_streams()
     try:
         with handled():
             try:
-                code = dispatch(args, early, parsed)
+                code = dispatch(args)
             except Interrupted as exc:
                 code = emit_interrupted(args, exc.signum)
             except BrokenPipeError:
                 _silence(sys.stdout)
                 code = EXIT_ERROR
-            except UsageError as exc:
-                code = _misuse(args, exc)
             except Exception as exc:
-                if os.environ.get("FA_DOCTOR_DEBUG"):
-                    raise
-                code = _error_out(args, error_result(_name(args), f"internal error: {type(exc).__name__}: {exc}"))
+                code = _failed(args, exc)
     finally:
         interrupt.finishing()  # decided: from here a signal only ends the process (128+N), without a traceback
         interrupt.checkpoint("cleanup")
@@ -106,31 +95,55 @@ def main_guard(args: list[str], early: object, parsed: Any = None) -> int:
     return code
 
 
-def _misuse(args: Sequence[str], exc: Any) -> int:
-    import fa_doctor.cli.help as helptext
-    from fa_doctor.cli.parse import requested_format
+def _failed(args: list[str], exc: Exception) -> int:
+    cli = sys.modules.get("fa_doctor.cli.app")
+    if cli is not None and isinstance(exc, cli.UsageError):
+        return _misuse(args, exc)
+    if type(exc).__name__ == "Abort":  # click's word for an interrupt it caught itself (EOF at a prompt)
+        return _error_out(args, interrupted_result(_name(args), 2))
+    if os.environ.get("FA_DOCTOR_DEBUG"):
+        raise exc
+    return _error_out(args, error_result(_name(args), f"internal error: {type(exc).__name__}: {exc}"))
 
-    if requested_format(args, os.environ) == "human":
-        sys.stderr.write(helptext.error(exc.command, exc.message))
-        return EXIT_ERROR
-    return _error_out(args, error_result(_name(args), exc.message))
+
+def _message(exc: Any) -> str:
+    """click's message, naming the FA_DOCTOR_* variable a bad value came from (click 8.2 on says it itself)."""
+    message, ctx, param = exc.format_message(), exc.ctx, getattr(exc, "param", None)
+    envvar = getattr(param, "envvar", None)
+    if ctx is not None and param is not None and isinstance(envvar, str) and envvar not in message:
+        source = ctx.get_parameter_source(param.name)
+        if source is not None and source.name == "ENVIRONMENT":
+            message += f" (from {envvar})"
+    return str(message)
+
+
+def _misuse(args: Sequence[str], exc: Any) -> int:
+    message, fmt = _message(exc), requested_format(args)
+    if fmt != "human":
+        return _error_out(args, error_result(_name(args), message), fmt)
+    from fa_doctor.render.escape import escape
+
+    # The message quotes the command line, which may carry anything (a newline and `::error::` into a CI log):
+    # escaped onto one line, as every renderer does.
+    ctx, name = exc.ctx, _name(args)
+    where = ctx.command_path if ctx else "fa-doctor" if name == "fa-doctor" else f"fa-doctor {name}"
+    usage = ctx.get_usage() if ctx else f"Usage: {where} [OPTIONS] ..."
+    sys.stderr.write(f"{usage}\nTry '{where} -h' for help.\n\nError: {escape(message)}\n")
+    return EXIT_ERROR
 
 
 def emit_interrupted(args: Sequence[str], signum: int) -> int:
-    from fa_doctor import proc
-    from fa_doctor.cli.parse import requested_format
+    from fa_doctor.process import proc
 
     proc.terminate_all()
-    result = interrupted_result(_name(args), signum)
-    if requested_format(args, os.environ) != "human":
+    result, fmt = interrupted_result(_name(args), signum), requested_format(args)
+    if fmt != "human":
         sys.stderr.write(f"fa-doctor: {result.error}\n")
-    return _error_out(args, result)
+    return _error_out(args, result, fmt)
 
 
-def _error_out(args: Sequence[str], result: Result) -> int:
-    from fa_doctor.cli.parse import requested_format
-
-    fmt = requested_format(args, os.environ)
+def _error_out(args: Sequence[str], result: Result, fmt: str | None = None) -> int:
+    fmt = fmt or requested_format(args)
     stream = sys.stderr if (fmt == "human" or (args and args[0] == "exec")) else sys.stdout
     try:
         return deliver(result, Outputs(fmt), stream)

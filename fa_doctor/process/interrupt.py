@@ -58,11 +58,18 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         return
     if _mode == _EXIT:
         _exit_now(signum)
-    # Ignore repeats while this one unwinds: a second Ctrl-C must not leave children behind half-way.
+    # Ignore repeats while this one unwinds: a second Ctrl-C must not leave children behind half-way. A Python
+    # no-op, not SIG_IGN: a repeat already caught by the C handler is then dropped quietly (with SIG_IGN CPython
+    # prints "Signal N ignored due to race condition" and a traceback).
     for sig in SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
+        signal.signal(sig, _ignore)
     _end_children()
     raise Interrupted(signum)
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """A repeat while one signal unwinds: nothing to do."""
+    del signum, frame
 
 
 def _exit_now(signum: int) -> None:
@@ -84,8 +91,8 @@ def _take(sig: int) -> object | None:
     if old is signal.SIG_IGN and sig not in _handled:
         _ignored_at_start.add(sig)
         return None
-    if old is _handler:
-        return None
+    if old is _handler or old is _ignore:
+        return None if old is _handler else signal.signal(sig, _handler)
     return signal.signal(sig, _handler)
 
 
@@ -122,7 +129,7 @@ def arm() -> None:
     if signum is not None:
         for sig in SIGNALS:
             if sig in _handled:
-                signal.signal(sig, signal.SIG_IGN)
+                signal.signal(sig, _ignore)
         _end_children()
         raise Interrupted(signum)
 

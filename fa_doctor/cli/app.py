@@ -1,0 +1,284 @@
+"""The commands, declared with typer: each one parses, starts the target probe, calls `fa_doctor.commands.X.run`,
+delivers the `Result` (`deliver`) and returns the exit code. No logic of its own.
+
+The probes start first: the target interpreter's child (20-50 ms to start, more with thousands of installed
+distributions) and NVML (~100 ms on an H200 host) run while the command's modules load.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional
+
+import typer
+
+from fa_doctor.cli import completion
+from fa_doctor.cli import options as opt
+from fa_doctor.cli.options import check_options, completes, given, one_of, outputs, path, seconds, whole
+from fa_doctor.commands.fleet import ENGINES
+from fa_doctor.diagnose.derive.pin import VALID
+
+UsageError = typer.BadParameter.__mro__[1]  # click's, or typer's vendored copy of it (typer >= 0.26)
+SET_VALUES = tuple(str(v) for v in VALID)
+
+app = typer.Typer(
+    name="fa-doctor",
+    help="Diagnose FlashAttention (FA2/FA3/FA4) installs before an LLM server starts.",
+    epilog=opt.EXIT_CODES,
+    add_completion=False,  # ours take SHELL, and install one file without editing an rc file
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(ctx: typer.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from fa_doctor import __version__
+
+        sys.stdout.write(f"fa-doctor {__version__}\n")
+        raise typer.Exit(0)
+
+
+def _show_completion(ctx: typer.Context, value: Optional[str]) -> None:
+    if value is not None and not ctx.resilient_parsing:
+        sys.stdout.write(completion.script(one_of(completion.SHELLS)(value) or ""))
+        raise typer.Exit(0)
+
+
+def _install_completion(ctx: typer.Context, value: Optional[str]) -> None:
+    if value is not None and not ctx.resilient_parsing:
+        where, todo = completion.install(one_of(completion.SHELLS)(value) or "", os.environ)
+        sys.stderr.write(f"fa-doctor: completion written to {where}" + (f"; {todo}" if todo else "") + "\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "-V", "--version", callback=_version, is_eager=True, help="Print the version."),
+    show_completion: Optional[str] = typer.Option(
+        None, "--show-completion", metavar="SHELL", callback=_show_completion, is_eager=True,
+        autocompletion=completes(completion.SHELLS),
+        help=f"Print the completion script for SHELL ({', '.join(completion.SHELLS)}).",
+    ),
+    install_completion: Optional[str] = typer.Option(
+        None, "--install-completion", metavar="SHELL", callback=_install_completion, is_eager=True,
+        autocompletion=completes(completion.SHELLS),
+        help="Write the completion script for SHELL where that shell loads it (no rc file is edited).",
+    ),
+) -> None:  # fmt: skip
+    pass  # the help is the app's
+
+
+# ---- glue ----------------------------------------------------------------------------------------------------
+
+
+def _probe_early(check: Any) -> Any:
+    """The target probe and the GPU probe for these CheckOptions, asking what the check will ask, started before
+    the command's modules are imported."""
+    from fa_doctor.probes.gpu import start_early
+    from fa_doctor.probes.target import TargetProbe
+    from fa_doctor.process import interrupt
+
+    python = check.python or sys.executable
+    probe = TargetProbe(python, env=check.env, cwd=check.cwd, flags=check.python_flags)  # a signal ends it too
+    start_early(python, os.environ if check.env is None else check.env)
+    interrupt.checkpoint("probe")
+    return probe
+
+
+def _deliver(
+    ctx: typer.Context, run: Any, early: Any = None, python: Optional[str] = None, **kw: Any
+) -> tuple[int, Any]:
+    """(exit code, Result): `run` under the signal path, its Result rendered where the options say."""
+    from fa_doctor.cli.deliver import run_and_deliver
+
+    return run_and_deliver(ctx.info_name or "fa-doctor", run, outputs(ctx.params), early, python=python, **kw)
+
+
+# ---- the commands --------------------------------------------------------------------------------------------
+
+
+@app.command(epilog=opt.EXIT_CODES)
+def check(
+    ctx: typer.Context, python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
+    junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
+    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
+    smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU, timeout: str = opt.TIMEOUT,
+    no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH, attention: Optional[str] = opt.ATTENTION,
+    prefill: Optional[str] = opt.PREFILL, decode: Optional[str] = opt.DECODE, gpus: Optional[str] = opt.GPUS,
+    gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
+) -> int:  # fmt: skip
+    """Diagnose the FlashAttention install of a Python environment."""
+    options = check_options(ctx.params)
+    early = _probe_early(options)
+    from fa_doctor.commands import check as command
+
+    return _deliver(ctx, lambda progress, e: command.run(options, progress, e), early, python)[0]
+
+
+@app.command(
+    "exec",
+    epilog=opt.EXIT_CODES_EXEC,
+    options_metavar="[OPTIONS] --",
+    context_settings={"allow_interspersed_args": False},
+)
+def exec_(
+    ctx: typer.Context,
+    command_args: list[str] = typer.Argument(
+        ..., metavar="COMMAND", help="The server command to start (after --; its options are its own)."
+    ),
+    python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
+    junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
+    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
+    smoke_all: bool = opt.SMOKE_ALL, timeout: str = opt.TIMEOUT, no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH,
+    gpus: Optional[str] = opt.GPUS, gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
+    warn_only: bool = typer.Option(False, "--warn-only", help="Start COMMAND even when a check fails."),
+    allow_no_gpu: bool = typer.Option(False, "--allow-no-gpu", help="Do not fail when no GPU is visible."),
+    unset_override: bool = typer.Option(
+        False, "--unset-override", help="Check and start COMMAND without SGLANG_FLASHATTENTION_VERSION."
+    ),
+) -> int:  # fmt: skip
+    """Check, then replace fa-doctor with COMMAND (same PID); the report goes to stderr."""
+    if not command_args[0]:
+        raise UsageError("COMMAND is empty: give the server command after --", ctx)
+    from fa_doctor.commands import exec as command  # reads COMMAND: its interpreter, folder and environment
+
+    options = command.ExecOptions(
+        check_options(ctx.params, require_gpu=False), tuple(command_args),
+        warn_only=warn_only, allow_no_gpu=allow_no_gpu, unset_override=unset_override,
+    )  # fmt: skip
+    planned = command.plan(options)
+    early = _probe_early(planned[0])
+    run = lambda progress, e: command.run(options, progress, e, planned)  # noqa: E731
+    code, result = _deliver(ctx, run, early, planned[0].python, stream=sys.stderr)
+    if not command.may_start(result, options, code):
+        return code
+    return command.become(options.command, command.server_env(options))
+
+
+@app.command(epilog=opt.EXIT_CODES)
+def explain(
+    ctx: typer.Context,
+    text: Optional[str] = typer.Argument(None, metavar="TEXT", help="The error text; - reads standard input."),
+    file: Optional[str] = typer.Option(None, "--file", metavar="PATH", callback=path, help="Read the error from PATH."),
+    python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON, verbose: bool = opt.VERBOSE,
+    limit: str = typer.Option("5", "--limit", metavar="N", callback=whole(1, 50), help="At most this many (1-50)."),
+    no_color: bool = opt.NO_COLOR,
+) -> int:  # fmt: skip
+    """Explain a pasted error or traceback: its cause, the fixes, and the check that confirms it."""
+    from fa_doctor.commands import explain as command
+
+    options = command.ExplainOptions(text=text, file=file, python=python, limit=ctx.params["limit"])
+    return _deliver(ctx, lambda progress, e: command.run(options, progress, e), None, python)[0]
+
+
+@app.command(epilog=opt.EXIT_CODES)
+def fix(
+    ctx: typer.Context,
+    unset_override: bool = typer.Option(
+        False, "--unset-override", help="Print shell code that unsets SGLANG_FLASHATTENTION_VERSION (for eval)."
+    ),
+    set_value: Optional[str] = typer.Option(
+        None, "--set", metavar="N", callback=one_of(SET_VALUES), autocompletion=completes(SET_VALUES),
+        help=f"Set it to N instead: one of {', '.join(SET_VALUES)}.",
+    ),
+    shell: Optional[str] = opt.SHELL,
+    env_files: list[str] = typer.Option(
+        [], "--env-file", metavar="FILE", callback=path,
+        help="Also remove (or rewrite) the override's line in FILE (repeatable).",
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the env-file diffs; write nothing."),
+    plan_only: bool = typer.Option(False, "--plan", help="Print the repairs of the current findings (default)."),
+    apply: bool = typer.Option(False, "--apply", help="Run the repairs in the target interpreter, then re-check."),
+    yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask before --apply (for CI)."),
+    only: list[str] = typer.Option(
+        [], "--only", metavar="FINDING_ID", help="Repair only these findings (repeatable)."
+    ),
+    allow_torch_change: bool = typer.Option(
+        False, "--allow-torch-change", help="Also run repairs that replace torch (never taken otherwise)."
+    ),
+    python: Optional[str] = opt.PYTHON, attention: Optional[str] = opt.ATTENTION, prefill: Optional[str] = opt.PREFILL,
+    decode: Optional[str] = opt.DECODE, gpu_arch: Optional[str] = opt.GPU_ARCH, fmt: str = opt.FORMAT,
+    as_json: bool = opt.JSON, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    no_smoke: bool = opt.NO_SMOKE,
+    timeout: str = typer.Option(
+        str(opt.TIMEOUT_DEFAULT), "--timeout", metavar="SECONDS", callback=seconds, envvar="FA_DOCTOR_TIMEOUT",
+        help="Seconds allowed per smoke-test child and per repair step.",
+    ),
+    no_color: bool = opt.NO_COLOR,
+) -> int:  # fmt: skip
+    """Apply what check found: unset the override (eval its output), or plan and apply the repairs."""
+    if unset_override or set_value is not None or env_files:
+        if plan_only or apply:
+            raise UsageError("--unset-override does not combine with --plan or --apply", ctx)
+        from fa_doctor.cli.deliver import deliver_fix_override
+        from fa_doctor.commands import fix as command
+
+        chosen = command.OverrideOptions(shell, int(set_value) if set_value else None, tuple(env_files), dry_run)
+        return deliver_fix_override(command.unset_override(chosen), outputs(ctx.params))
+    if plan_only and apply:
+        raise UsageError("--plan and --apply exclude each other", ctx)
+    checking = check_options(ctx.params)
+    early = _probe_early(checking)
+    from fa_doctor.commands import fix as command
+
+    # --timeout (or FA_DOCTOR_TIMEOUT) bounds each repair step too; left out, each kind of step keeps its own
+    # bound (a build takes hours).
+    options = command.FixOptions(
+        checking, apply=apply, only=tuple(only), allow_torch_change=allow_torch_change,
+        timeout=ctx.params["timeout"] if given(ctx, "timeout") else None,
+    )  # fmt: skip
+    from fa_doctor.cli.deliver import confirm
+
+    confirm_with = None if yes else confirm
+    run = lambda progress, e: command.run(options, progress, e, confirm_with)  # noqa: E731
+    return _deliver(ctx, run, early, python)[0]
+
+
+@app.command(epilog=opt.EXIT_CODES)
+def merge(
+    ctx: typer.Context,
+    paths: list[str] = typer.Argument(..., metavar="PATH", help="Report files, folders, or - (stdin)."),
+    fmt: str = opt.FORMAT, as_json: bool = opt.JSON, junit: Optional[str] = opt.JUNIT,
+    markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE,
+    quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    expect: Optional[str] = typer.Option(
+        None, "--expect", metavar="N", callback=whole(1), help="Fewer node reports fail."
+    ),
+    no_color: bool = opt.NO_COLOR,
+) -> int:  # fmt: skip
+    """Merge node reports (check --json files, folders, JSON Lines) into one fleet report."""
+    from fa_doctor.commands import merge as command
+
+    options = command.MergeOptions(tuple(paths), strict=strict, expect=ctx.params["expect"])
+    return _deliver(ctx, lambda progress, e: command.run(options, progress, e))[0]
+
+
+@app.command(epilog=opt.EXIT_CODES)
+def fleet(
+    ctx: typer.Context,
+    engine: str = typer.Argument(
+        ..., metavar="ENGINE", callback=one_of(ENGINES), autocompletion=completes(ENGINES),
+        help=f"{' or '.join(ENGINES)}: every alive node.",
+    ),
+    address: Optional[str] = typer.Option(None, "--address", metavar="ADDRESS", help="Ray cluster (default: auto)."),
+    node_timeout: str = typer.Option(
+        "600.0", "--node-timeout", metavar="SECONDS", callback=seconds, help="Seconds a node may take."
+    ),
+    python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
+    junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
+    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
+    smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU, timeout: str = opt.TIMEOUT,
+    no_cache: bool = opt.NO_CACHE, attention: Optional[str] = opt.ATTENTION, prefill: Optional[str] = opt.PREFILL,
+    decode: Optional[str] = opt.DECODE, gpus: Optional[str] = opt.GPUS, gpu_arch: Optional[str] = opt.GPU_ARCH,
+    no_color: bool = opt.NO_COLOR,
+) -> int:  # fmt: skip
+    """Run check on every node of a cluster (ENGINE: ray) and merge the reports into one fleet report."""
+    from fa_doctor.commands import fleet as command
+
+    # Each node's check gets the check options given here (on the line or by FA_DOCTOR_*), not the defaults.
+    forwarded = command.check_argv(**{k: v for k, v in ctx.params.items() if given(ctx, k)})
+    options = command.FleetOptions(engine, address, ctx.params["node_timeout"], forwarded, strict=strict)
+    return _deliver(ctx, lambda progress, e: command.run(options, progress, e))[0]
