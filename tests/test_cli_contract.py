@@ -94,7 +94,7 @@ def test_json_stdout_is_pure_with_smoke_chatter(cli: Any, fenv: FakeEnv) -> None
     run = cli("check", "--json", "--python", healthy(fenv).python)  # smoke on: skipped, no GPU
     # It parsed, so nothing else is on stdout; and it is the whole report, smoke step included.
     assert sorted(run.ids()) == sorted(
-        ["gpu.none", "torch.found", "package.found", "override.unset", "selection.ok", "smoke.skipped"]
+        ["gpu.none", "torch.found", "package.found", "override.unset", "selection.ok", "target.chosen", "smoke.skipped"]
     )
     assert run.finding("smoke.skipped")["severity"] == "info"
 
@@ -140,7 +140,9 @@ main(sys.argv[1:])
         (["check", "--no-smoke", "--json", "--python=/y/python"], {}, "/y/python"),
         (["check", "--no-smoke"], {"FA_DOCTOR_PYTHON": "/opt/server/bin/python"}, "/opt/server/bin/python"),
         (["check", "--no-smoke", "--python", "/x/python"], {"FA_DOCTOR_PYTHON": "/opt/other"}, "/x/python"),
-        (["exec", "--no-smoke", "--", "python", "-c", "pass"], {"FA_DOCTOR_PYTHON": "/opt/s/python"}, "/opt/s/python"),
+        (["exec", "--no-smoke", "--", "true"], {"FA_DOCTOR_PYTHON": "/opt/s/python"}, "/opt/s/python"),
+        # COMMAND's own interpreter is what will run: it wins over FA_DOCTOR_PYTHON (the report says they differ)
+        (["exec", "--no-smoke", "--", sys.executable, "-c", "pass"], {"FA_DOCTOR_PYTHON": "/opt/s/py"}, sys.executable),
         (["fix", "--no-smoke", "--python", "/x/python"], {}, "/x/python"),
         (["check", "--help"], {}, None),
         (["check", "--python", "/x/python", "--bogus"], {}, None),  # misuse starts nothing

@@ -52,10 +52,8 @@ def test_same_pid_argv_untouched_exit_code_is_the_servers(fenv: FakeEnv, tmp_pat
     proc, report = start(
         tmp_path,
         "--no-smoke",
-        "--python",
-        python,
         "--",
-        sys.executable,
+        python,
         "SERVER",
         *server_args,
         env=gpu_env(tmp_path, H200),
@@ -74,10 +72,8 @@ def test_no_start_on_a_failing_finding(fenv: FakeEnv, tmp_path: Path) -> None:
     proc, report = start(
         tmp_path,
         "--no-smoke",
-        "--python",
-        python,
         "--",
-        sys.executable,
+        python,
         "SERVER",
         env={**gpu_env(tmp_path, H200), OVERRIDE: "5"},
     )
@@ -92,10 +88,8 @@ def test_warn_only_starts_anyway(fenv: FakeEnv, tmp_path: Path) -> None:
         tmp_path,
         "--no-smoke",
         "--warn-only",
-        "--python",
-        python,
         "--",
-        sys.executable,
+        python,
         "SERVER",
         env={**gpu_env(tmp_path, H200), OVERRIDE: "5"},
     )
@@ -109,10 +103,8 @@ def test_unset_override_checks_and_starts_without_it(fenv: FakeEnv, tmp_path: Pa
         tmp_path,
         "--no-smoke",
         "--unset-override",
-        "--python",
-        python,
         "--",
-        sys.executable,
+        python,
         "SERVER",
         env={**gpu_env(tmp_path, H200), OVERRIDE: "5"},
     )
@@ -123,10 +115,10 @@ def test_unset_override_checks_and_starts_without_it(fenv: FakeEnv, tmp_path: Pa
 
 def test_exec_requires_a_gpu_unless_allowed(fenv: FakeEnv, tmp_path: Path) -> None:
     python = healthy(fenv).python
-    proc, report = start(tmp_path, "--no-smoke", "--python", python, "--", sys.executable, "SERVER")
+    proc, report = start(tmp_path, "--no-smoke", "--", python, "SERVER")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1 and not report.exists() and "gpu.none" in err
-    proc, report = start(tmp_path, "--no-smoke", "--allow-no-gpu", "--python", python, "--", sys.executable, "SERVER")
+    proc, report = start(tmp_path, "--no-smoke", "--allow-no-gpu", "--", python, "SERVER")
     proc.communicate(timeout=60)
     assert proc.returncode == 7
 
@@ -138,10 +130,8 @@ def test_json_report_goes_to_stderr(fenv: FakeEnv, tmp_path: Path) -> None:
         "--no-smoke",
         "--format",
         "json",
-        "--python",
-        python,
         "--",
-        sys.executable,
+        python,
         "SERVER",
         env=gpu_env(tmp_path, H200),
     )
@@ -154,7 +144,7 @@ def test_command_not_found_is_127(fenv: FakeEnv, tmp_path: Path) -> None:
         tmp_path, "--no-smoke", "--allow-no-gpu", "--python", healthy(fenv).python, "--", "/nonexistent/serve"
     )
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 127 and "command not found" in err
+    assert proc.returncode == 127 and err == "fa-doctor exec: /nonexistent/serve: No such file or directory\n"
 
 
 def test_exec_without_command_is_a_usage_error(cli: Any) -> None:
@@ -210,10 +200,8 @@ def test_launch_flags_drive_the_check(fenv: FakeEnv, tmp_path: Path) -> None:
         "--no-smoke",
         "--format",
         "json",
-        "--python",
-        fenv.python,
         "--",
-        sys.executable,
+        fenv.python,
         "-m",
         "sglang.launch_server",
         "--attention-backend",

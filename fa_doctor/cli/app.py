@@ -146,10 +146,16 @@ def exec_(
     from fa_doctor.commands import exec as command  # reads COMMAND: its interpreter, folder and environment
 
     options = command.ExecOptions(
-        check_options(ctx.params, require_gpu=False), tuple(command_args),
+        check_options(ctx.params, resolve=False, require_gpu=False), tuple(command_args),
         warn_only=warn_only, allow_no_gpu=allow_no_gpu, unset_override=unset_override,
     )  # fmt: skip
     planned = command.plan(options)
+    if planned[1].cannot_start is not None:  # as a shell would: one line, 127 or 126, before any check
+        message, code = planned[1].cannot_start
+        from fa_doctor.render.escape import escape
+
+        sys.stderr.write(f"fa-doctor exec: {escape(message)}\n")
+        return code
     early = _probe_early(planned[0])
     run = lambda progress, e: command.run(options, progress, e, planned)  # noqa: E731
     code, result = _deliver(ctx, run, early, planned[0].python, stream=sys.stderr)

@@ -9,6 +9,7 @@ No param_hint in BadParameter: click names the option (and its FA_DOCTOR_* varia
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
@@ -180,14 +181,18 @@ def outputs(p: Mapping[str, Any]) -> Any:
     )  # fmt: skip
 
 
-def check_options(p: Mapping[str, Any], **changes: Any) -> Any:
+def check_options(p: Mapping[str, Any], resolve: bool = True, **changes: Any) -> Any:
+    """`resolve`: choose the interpreter a bare run judges (probes.target.choose); exec reads COMMAND's instead."""
     from fa_doctor.commands.options import parse_gpu_arch, parse_gpus
     from fa_doctor.model.facts import BackendFlags
     from fa_doctor.model.options import CheckOptions
+    from fa_doctor.probes.target import choose
 
     v = {**p, **changes}
+    chosen = choose(v.get("python"), os.environ) if resolve else None
     return CheckOptions(
-        python=v.get("python"),
+        python=chosen.python if chosen else v.get("python"),
+        python_why=chosen.why if chosen else ("--python" if v.get("python") else ""),
         flags=BackendFlags(v.get("attention"), v.get("prefill"), v.get("decode")),
         smoke=not v.get("no_smoke"),
         smoke_all=bool(v.get("smoke_all")),

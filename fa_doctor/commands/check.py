@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -62,15 +64,21 @@ def plan_remedies(findings: list[Finding], facts: Facts | None, options: CheckOp
         return [*findings, crash_finding("plan", exc)]
 
 
+def _own_prefix() -> str:
+    return os.path.realpath(sys.prefix)
+
+
 def run(options: CheckOptions, progress: Progress | None = None, pending: TargetProbe | None = None) -> Result:
     """TargetError (a bad --python) propagates: the CLI maps it to exit code 2."""
     from fa_doctor.catalog.families import family_of
     from fa_doctor.diagnose.checks import node
+    from fa_doctor.diagnose.checks.target import check_target
     from fa_doctor.diagnose.derive import derive
     from fa_doctor.probes.gather import gather
     from fa_doctor.probes.host import probe as probe_host
 
     timings: dict[str, float] = {}
+    env = os.environ if options.env is None else options.env
     start = time.perf_counter()
     try:
         facts = gather(options, timings, pending, meanwhile=_load_what_follows)
@@ -88,6 +96,7 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
     if derived is not None:
         findings += run_checks(facts, derived, options)
     findings += contained("node", lambda: node.check_node(facts, missing, visible))
+    findings += contained("target", lambda: check_target(facts, options.python_why, _own_prefix(), env))
     smoke = None
     if options.smoke and derived is not None:
         from fa_doctor.smoke.step import smoke_step

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 EXIT_NOT_FOUND = 127  # as a shell reports a command it cannot find
 EXIT_NOT_EXECUTABLE = 126  # and one it cannot run (a missing #! interpreter: "bad interpreter")
 UNKNOWN_ID = "exec.python_unknown"
+DIFFERS_ID = "exec.python_differs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +59,16 @@ def plan(options: ExecOptions, env: Mapping[str, str] | None = None) -> tuple[Ch
     """The check that fits COMMAND: its interpreter, its backend flags, the environment it will get."""
     launch = parse_launch(options.command, server_env(options, env))
     check = options.check
-    python = check.python or launch.python or fallback_python(launch)
+    # COMMAND's own interpreter is what will run: an explicit --python (or FA_DOCTOR_PYTHON) names it only when
+    # COMMAND's cannot be told; where the two disagree, COMMAND's is judged and the report says so (differs()).
+    python = launch.python or check.python or fallback_python(launch)
+    why = "COMMAND" if launch.python else "--python" if check.python else "python3 on the server's PATH"
     flags = launch.flags if launch.sglang else check.flags
     return (
         replace(
             check,
             python=python,
+            python_why=why,
             flags=flags,
             require_gpu=check.require_gpu or not options.allow_no_gpu,
             env=dict(launch.env),
@@ -103,9 +108,31 @@ def run(
 
     check_options, launch = planned or plan(options)
     result = replace(check.run(check_options, progress, pending), command="exec")
-    if options.check.python or launch.python or result.error:
+    if result.error:
+        return result
+    if launch.python and options.check.python and differs(options.check.python, launch.python):
+        return replace(result, findings=(python_differs(options.check.python, launch), *result.findings))
+    if options.check.python or launch.python:
         return result
     return replace(result, findings=(unknown_python(launch, check_options.python or sys.executable), *result.findings))
+
+
+def differs(given: str, runs: str) -> bool:
+    """Whether --python names another interpreter than COMMAND's (a venv's python links to a shared binary: the
+    path, not the binary, tells the environment)."""
+    return os.path.abspath(given) != os.path.abspath(runs)
+
+
+def python_differs(given: str, launch: Launch) -> Finding:
+    return Finding(
+        DIFFERS_ID,
+        Severity.WARN,
+        "--python names another interpreter than COMMAND runs; COMMAND's was judged",
+        f"--python (or FA_DOCTOR_PYTHON) is {given}, but COMMAND runs {launch.python}: the check judged what will "
+        "run. Drop --python, or change COMMAND, so the two agree.",
+        {"python_option": given, "command_python": launch.python, "command": list(launch.argv)},
+        (Remedy("Let exec read the interpreter from COMMAND: unset FA_DOCTOR_PYTHON and drop --python."),),
+    )
 
 
 def may_start(result: Result, options: ExecOptions, delivered: int = 0) -> bool:

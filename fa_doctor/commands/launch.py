@@ -47,6 +47,7 @@ class Launch:
     problem: str | None = None  # why the interpreter could not be told
     python_flags: tuple[str, ...] = ()  # the interpreter's own options before -m/-c/the script (-I, -E, -S, -W error)
     cwd: str | None = None  # the working folder the server starts in (after env -C)
+    cannot_start: tuple[str, int] | None = None  # (what a shell says, 127 or 126) when the program cannot run
 
 
 @dataclass(slots=True)
@@ -81,6 +82,16 @@ def _resolve(command: str, state: _State) -> str | None:
         path = os.path.join(state.cwd, command)
         return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
     return shutil.which(command, path=state.env.get("PATH") or os.defpath)
+
+
+def _cannot_start(head: str, state: _State) -> tuple[str, int]:
+    """What a shell would say of a program that does not resolve: not found (127), or not executable (126)."""
+    if "/" in head:
+        path = os.path.join(state.cwd, head)
+        if os.path.isdir(path) or (os.path.exists(path) and not os.access(path, os.X_OK)):
+            return f"{head}: Permission denied" if not os.path.isdir(path) else f"{head}: Is a directory", 126
+        return f"{head}: No such file or directory", 127
+    return f"{head}: command not found", 127
 
 
 def shebang(path: str) -> tuple[str, str | None] | None:
@@ -294,11 +305,12 @@ def parse_launch(argv: Sequence[str], env: Mapping[str, str], cwd: str | None = 
                 continue
             where = _resolve(head, state)
             missing = f"{head} does not exist" if "/" in head else f"{head} is not on the server's PATH"
+            stop = None if where else _cannot_start(head, state)
             if _PYTHON.match(name):  # what it would run is read even when the interpreter is missing
                 launch = _python_launch(full, where, args[1:], state)
-                return launch if where else replace(launch, problem=missing)
+                return launch if where else replace(launch, problem=missing, cannot_start=stop)
             if where is None:
-                return unknown(missing, args)
+                return replace(unknown(missing, args), cannot_start=stop)
             found = shebang(where)
             if found is None:
                 return unknown(f"{where} is not a Python script (a binary, or a script without #!)", args)

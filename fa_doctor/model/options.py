@@ -11,6 +11,7 @@ from fa_doctor.model.facts import BackendFlags
 @dataclass(frozen=True, slots=True)
 class CheckOptions:
     python: str | None = None
+    python_why: str = ""  # how it was chosen: "--python", "$VIRTUAL_ENV", "$CONDA_PREFIX", "python3 on PATH", ...
     flags: BackendFlags = field(default_factory=BackendFlags)
     smoke: bool = True
     smoke_all: bool = False
@@ -32,7 +33,7 @@ class CheckOptions:
         """The options that say which environment (and launch) the findings are about, for `fa-doctor fix`
         hints: following one must act on the same interpreter, not on fa-doctor's own."""
         out: list[str] = []
-        if self.python:
+        if self.python and self.python_why in ("--python", ""):  # a bare run in the same shell finds the others
             out += ["--python", self.python]
         for option, value in (
             ("--attention-backend", self.flags.attention),
