@@ -1,8 +1,8 @@
 """Refit explain's evidence model (fa_doctor/knowledge/model.json) from the labelled corpus.
 
-The corpus is every report in tests/explain_cases/ and tests/explain_reports/: a file is named
-`<category>__<slug>.txt`, its first line `source: <thread URL>` (the repository is owner/name of that URL), then
-optional `label:` / `relabel:` lines, then the paste. tests/test_explain_loro.py checks that the stored file
+The corpus is every report in tests/explain_cases/, explain_reports/, explain_dev/ and explain_heldout/: a file is
+named `<category>__<slug>.txt`, its first line `source: <thread URL>` (the repository is owner/name of that URL),
+then optional `label:` / `relabel:` lines, then the paste. tests/test_explain_loro.py checks that the stored file
 equals what this script writes.   Run:  python benchmarks/explain_fit.py [--check]
 """
 
@@ -22,17 +22,23 @@ from explain_learn import Corpus, Doc, fit  # noqa: E402
 from fa_doctor.knowledge import CATEGORIES  # noqa: E402
 from fa_doctor.knowledge.model import to_json  # noqa: E402
 
-FOLDERS = (ROOT / "tests" / "explain_cases", ROOT / "tests" / "explain_reports")
+FOLDERS = tuple(ROOT / "tests" / f for f in ("explain_cases", "explain_reports", "explain_dev", "explain_heldout"))
 MODEL = ROOT / "fa_doctor" / "knowledge" / "model.json"
 _HEADER = re.compile(r"^(?:label|relabel):")
 
 
-def read(path: Path) -> Doc:
+def paste(path: Path) -> str:
+    """The report's paste: the file without its source line and its label lines."""
     lines = path.read_text(encoding="utf-8").split("\n")
     i = 1
     while i < len(lines) and _HEADER.match(lines[i]):
         i += 1
-    return Doc.of(f"{path.parent.name}/{path.name}", lines[0], path.stem.split("__", 1)[0], "\n".join(lines[i:]))
+    return "\n".join(lines[i:])
+
+
+def read(path: Path) -> Doc:
+    first = path.read_text(encoding="utf-8").split("\n", 1)[0]
+    return Doc.of(f"{path.parent.name}/{path.name}", first, path.stem.split("__", 1)[0], paste(path))
 
 
 def corpus() -> Corpus:

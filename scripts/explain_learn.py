@@ -1,18 +1,21 @@
 """Fitting the evidence model from labelled reports, and scoring it leave-one-repository-out (LORO).
 
-A script, not part of the package (`explain` never fits): benchmarks/explain_fit.py writes model.json with fit(), benchmarks/explain_loro.py
-and tests/test_explain_loro.py measure with loro(). Everything is counting, a small grid and isotonic
-regression, so a fit is exact and deterministic and a whole LORO run (about 150 folds, each with its own
-inner LORO to pick the weights and the calibration) takes seconds.
+A script, not part of the package (`explain` never fits): benchmarks/explain_fit.py writes model.json with fit(),
+benchmarks/explain_loro.py and tests/test_explain_loro.py measure with loro(). Everything is counting, a small
+grid and a small ridge logistic regression solved by a fixed number of Newton steps, so a fit is exact and
+deterministic and a whole LORO run (one fold per repository, each with its own inner LORO to pick the weights
+and fit the confidence model) takes seconds.
 
 What is tuned from data, and where it is fitted in loro(): the feature counts (on the training repositories),
 the feature filter (seen in at least MIN_REPOS training repositories), the three evidence weights and the
-calibration table (both chosen on an inner LORO over the training repositories only). Hand-written, not
-fitted: errors.json's patterns and their weights, evidence.RULES and evidence.HINTS.
+confidence model (both fitted on an inner LORO over the training repositories only). Hand-written, not
+fitted: errors.json's patterns and their weights, evidence.RULES, structure.RULES, their HINTS, and the
+thresholds of knowledge/model.py (GUESS, SHOWN_MIN, UNSUPPORTED).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
@@ -22,10 +25,20 @@ from dataclasses import dataclass
 
 from fa_doctor.knowledge.features import Features, featurise
 from fa_doctor.knowledge.match import normalise
-from fa_doctor.knowledge.model import Model, feature_weights, shown
+from fa_doctor.knowledge.model import (
+    Model,
+    Scores,
+    combine,
+    confidence_features,
+    distribute,
+    feature_weights,
+    shown,
+    softmax,
+    supports,
+)
 
 MIN_REPOS = 2
-Calibration = tuple[tuple[float, float], ...]
+Parts = tuple[list[float], list[float], list[float], list[float], list[int]]
 GRID = tuple(
     (wp, we, wt) for wp in (5.0, 10.0, 20.0, 40.0) for we in (0.25, 0.5, 1.0) for wt in (0.02, 0.05, 0.1, 0.2)
 )  # patterns, evidence, words
@@ -61,7 +74,8 @@ def repository(source: str) -> str:
 class Prediction:
     doc: Doc
     shown: tuple[tuple[str, float], ...]  # (category, confidence) as explain shows them, best first
-    probability: float  # the model's (uncalibrated) probability of the first
+    ranking: tuple[str, ...]  # every category, best first (what top-3 is measured on)
+    probability: float  # the naive-Bayes probability of the first (overconfident)
 
 
 class Corpus:
@@ -99,15 +113,18 @@ class Corpus:
             got.update(per_repo[r])
         return dict(got)
 
-    def model(self, out: frozenset[str], weights: tuple[float, float, float], calibration: Calibration = ()) -> Model:
+    def model(
+        self, out: frozenset[str], weights: tuple[float, float, float], confidence: tuple[float, ...] = ()
+    ) -> Model:
         docs = Counter(d.category for d in self.docs if d.repo not in out)
         counts = {f: c for f in sorted(self.count) if (c := self.counts(f, out))}
         return Model(
-            self.categories, {c: docs[c] for c in self.categories if docs[c]}, counts, weights, tuple(calibration)
+            self.categories, {c: docs[c] for c in self.categories if docs[c]}, counts, weights, tuple(confidence)
         )
 
-    def parts(self, doc: Doc, out: frozenset[str]) -> tuple[list[float], list[float], list[float], list[float]]:
-        """prior, patterns, evidence and word scores per category of doc under the model without `out`."""
+    def parts(self, doc: Doc, out: frozenset[str]) -> Parts:
+        """prior, patterns, evidence and word scores per category of doc under the model without `out`, and
+        how many of its evidence features support each category."""
         cats = self.categories
         prior = self._priors.get(out)
         if prior is None:
@@ -115,14 +132,17 @@ class Corpus:
             total = sum(docs.values()) + len(cats)
             prior = self._priors[out] = [math.log((docs[c] + 1) / total) for c in cats]
         sums = []
+        support = [0] * len(cats)
         for group in (doc.evidence, doc.words):
             s = [0.0] * len(cats)
             for f in group:
                 w = self._weight(f, out)
                 if w is not None:
                     s = [a + b for a, b in zip(s, w, strict=True)]
+                    if group is doc.evidence:
+                        support = [n + supports(f, x) for n, x in zip(support, w, strict=True)]
             sums.append(s)
-        return prior, [doc.patterns.get(c, 0.0) for c in cats], sums[0], sums[1]
+        return prior, [doc.patterns.get(c, 0.0) for c in cats], sums[0], sums[1], support
 
     def _weight(self, feature: str, out: frozenset[str]) -> tuple[float, ...] | None:
         """feature_weights() of the feature without `out`, cached by the left-out repositories that have it."""
@@ -139,26 +159,25 @@ def _hint(feature: str) -> str | None:
     return HINTS.get(feature)
 
 
-Parts = tuple[list[float], list[float], list[float], list[float]]
-
-
 def probabilities(parts: Parts, weights: tuple[float, float, float]) -> list[float]:
-    prior, pat, ev, words = parts
-    wp, we, wt = weights
-    s = [a + wp * b + we * c + wt * d for a, b, c, d in zip(prior, pat, ev, words, strict=True)]
-    top = max(s)
-    e = [math.exp(x - top) for x in s]
-    n = sum(e)
-    return [x / n for x in e]
+    return softmax(scores(parts, weights).full)
 
 
-def choose(corpus: Corpus, out: frozenset[str]) -> tuple[tuple[float, float, float], Calibration]:
-    """The weights and calibration for a model without `out`, from an inner LORO over the other repositories."""
+def scores(parts: Parts, weights: tuple[float, float, float]) -> Scores:
+    prior, pat, ev, words, support = parts
+    _, we, wt = weights
+    return combine(pat, [a + we * c + wt * d for a, c, d in zip(prior, ev, words, strict=True)], support, weights)
+
+
+def choose(corpus: Corpus, out: frozenset[str]) -> tuple[tuple[float, float, float], tuple[float, ...]]:
+    """The weights and the confidence model for a model without `out`, from an inner LORO over the other
+    repositories: the weights that rank the right category first most often, then a logistic regression of
+    'the first answer is right' on its confidence features, both on reports whose repository was left out."""
     inner = [(d, corpus.parts(d, out | {d.repo})) for r in corpus.repos if r not in out for d in corpus.by_repo[r]]
     inner = [(d, p) for d, p in inner if d.relevant]
     cats = corpus.categories
     # Per report: the right category's parts, and every category's (ranks need no softmax).
-    rows = [(tuple(zip(*p, strict=True)), cats.index(d.category)) for d, p in inner]
+    rows = [(tuple(zip(*p[:4], strict=True)), cats.index(d.category)) for d, p in inner]
     best: tuple[tuple[int, int], tuple[float, float, float]] | None = None
     for wp, we, wt in GRID:
         top1 = top3 = 0
@@ -172,41 +191,73 @@ def choose(corpus: Corpus, out: frozenset[str]) -> tuple[tuple[float, float, flo
             best = ((top1, top3), (wp, we, wt))
     assert best is not None
     weights = best[1]
-    pairs = []
+    xs, ys = [], []
     for d, p in inner:
-        probs = probabilities(p, weights)
-        for i in sorted(range(len(cats)), key=lambda i: -probs[i])[:3]:
-            pairs.append((probs[i], cats[i] == d.category))
-    return weights, isotonic(pairs)
+        s = scores(p, weights)
+        xs.append(confidence_features(s))
+        ys.append(1.0 if cats[max(range(len(cats)), key=lambda i: s.full[i])] == d.category else 0.0)
+    return weights, logistic(xs, ys)
 
 
-def isotonic(pairs: Iterable[tuple[float, bool]]) -> Calibration:
-    """Pool-adjacent-violators: ascending (mean probability of a block, its rate of being right); the rates
-    strictly increase, and Model.calibrated() interpolates between the points."""
-    blocks: list[list[float]] = []  # [sum right, count, sum x]
-    for x, right in sorted(pairs):
-        blocks.append([float(right), 1.0, x])
-        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] >= blocks[-1][0] / blocks[-1][1]:
-            r, n, sx = blocks.pop()
-            blocks[-1][0] += r
-            blocks[-1][1] += n
-            blocks[-1][2] += sx
-    return tuple((round(b[2] / b[1], 6), round(b[0] / b[1], 4)) for b in blocks)
+RIDGE = 1.0  # L2 penalty on the confidence model's slopes (not the intercept)
+NEWTON_STEPS = 25
+
+
+def logistic(xs: Sequence[Sequence[float]], ys: Sequence[float]) -> tuple[float, ...]:
+    """Ridge logistic regression by Newton's method (a fixed number of steps: exact and deterministic)."""
+    k = len(xs[0])
+    w = [0.0] * k
+    for _ in range(NEWTON_STEPS):
+        grad = [0.0] * k
+        hess = [[0.0] * k for _ in range(k)]
+        for x, y in zip(xs, ys, strict=True):
+            z = max(-30.0, min(30.0, sum(a * b for a, b in zip(w, x, strict=True))))
+            p = 1 / (1 + math.exp(-z))
+            for i in range(k):
+                grad[i] += (p - y) * x[i]
+                for j in range(k):
+                    hess[i][j] += p * (1 - p) * x[i] * x[j]
+        for i in range(1, k):
+            grad[i] += RIDGE * w[i]
+            hess[i][i] += RIDGE
+        hess[0][0] += 1e-6
+        step = _solve(hess, grad)
+        w = [a - b for a, b in zip(w, step, strict=True)]
+    return tuple(w)
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (a small symmetric positive definite system)."""
+    n = len(b)
+    m = [[*row, b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(col + 1, n):
+            f = m[r][col] / m[col][col]
+            for c in range(col, n + 1):
+                m[r][c] -= f * m[col][c]
+    x = [0.0] * n
+    for r in range(n - 1, -1, -1):
+        x[r] = (m[r][n] - sum(m[r][c] * x[c] for c in range(r + 1, n))) / m[r][r]
+    return x
 
 
 def fit(corpus: Corpus) -> Model:
-    weights, calibration = choose(corpus, frozenset())
-    return corpus.model(frozenset(), weights, calibration)
+    weights, confidence = choose(corpus, frozenset())
+    return corpus.model(frozenset(), weights, confidence)
 
 
 def predict(
-    corpus: Corpus, doc: Doc, out: frozenset[str], weights: tuple[float, float, float], cal: Model
+    corpus: Corpus, doc: Doc, out: frozenset[str], weights: tuple[float, float, float], conf: tuple[float, ...]
 ) -> Prediction:
     if not doc.relevant:
-        return Prediction(doc, (), 0.0)
-    probs = probabilities(corpus.parts(doc, out), weights)
-    ranked = sorted(zip(corpus.categories, probs, strict=True), key=lambda cp: -cp[1])
-    return Prediction(doc, tuple(shown(ranked, cal.calibrated, 5)), ranked[0][1])
+        return Prediction(doc, (), (), 0.0)
+    s = scores(corpus.parts(doc, out), weights)
+    dist = distribute(s, conf)
+    ranked = sorted(zip(corpus.categories, dist, softmax(s.full), strict=True), key=lambda cp: (-cp[1], -cp[2]))
+    order = tuple((c, q) for c, q, _ in ranked)
+    return Prediction(doc, tuple(shown(order, 5)), tuple(c for c, _ in order), ranked[0][2])
 
 
 def loro(corpus: Corpus, workers: int = 1) -> list[Prediction]:
@@ -237,13 +288,12 @@ def _shared_fold(repo: str) -> list[Prediction]:
 
 def _fold(corpus: Corpus, repo: str) -> list[Prediction]:
     out = frozenset({repo})
-    weights, calibration = choose(corpus, out)
-    cal = Model(corpus.categories, {}, {}, weights, calibration)
-    return [predict(corpus, d, out, weights, cal) for d in corpus.by_repo[repo]]
+    weights, confidence = choose(corpus, out)
+    return [predict(corpus, d, out, weights, confidence) for d in corpus.by_repo[repo]]
 
 
 def in_sample(corpus: Corpus, model: Model) -> list[Prediction]:
-    return [predict(corpus, d, frozenset(), model.weights, model) for d in corpus.docs]
+    return [predict(corpus, d, frozenset(), model.weights, model.confidence) for d in corpus.docs]
 
 
 def ece(preds: Sequence[Prediction], bins: int = 10) -> float:
@@ -255,3 +305,23 @@ def ece(preds: Sequence[Prediction], bins: int = 10) -> float:
             groups[min(bins - 1, int(conf * bins))].append((conf, p.shown[0][0] == p.doc.category))
     n = sum(len(g) for g in groups.values())
     return sum(abs(sum(c for c, _ in g) / len(g) - sum(r for _, r in g) / len(g)) * len(g) / n for g in groups.values())
+
+
+BINS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0)
+
+
+def calibration_table(
+    preds: Sequence[Prediction], bins: Sequence[float] = BINS
+) -> list[tuple[float, float, int, float]]:
+    """(low, high, first answers with a confidence in [low, high), their observed rate of being right)."""
+    rows = []
+    for low, high in itertools.pairwise(bins):
+        last = high == bins[-1]
+        got = [p.shown[0][0] == p.doc.category for p in preds if p.shown and low <= p.shown[0][1] < high + last]
+        rows.append((low, high, len(got), sum(got) / len(got) if got else 0.0))
+    return rows
+
+
+def confident_errors(preds: Sequence[Prediction], at: float = 0.9) -> list[Prediction]:
+    """The reports whose first answer is wrong although its confidence is at least `at`."""
+    return [p for p in preds if p.shown and p.shown[0][1] >= at and p.shown[0][0] != p.doc.category]

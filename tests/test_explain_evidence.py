@@ -149,3 +149,173 @@ def test_explain_reranks_with_the_machine_and_says_so() -> None:
     ruled = [m for m in here if m.category == "arch-unsupported"]
     assert not ruled or (ruled[0].verdict == RULED_OUT and ruled[0].confidence < here[0].confidence)
     assert explain(text, facts()) == explain(text, facts(), findings=None)  # facts alone: remedies, no verdicts
+
+
+# ---------------------------------------------------------------------------------------------- structure (issue 27)
+@pytest.mark.parametrize(
+    ("text", "feature"),
+    [
+        (
+            "ImportError: /v/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: undefined symbol: "
+            "__nvJitLinkComplete_12_4, version libnvJitLink.so.12",
+            "ev:symbol-versioned-cuda",
+        ),
+        ("ImportError: /v/lib/libcusparse.so.12: undefined symbol: __nvJitLinkAddData_12_1", "ev:symbol-in-cuda"),
+        (
+            "ImportError: /x/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: "
+            "undefined symbol: hipGetDevicePropertiesR0600",
+            "ev:symbol-rocm",
+        ),
+        ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8", "ev:cuda-requirement"),
+        (
+            'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]]',
+            "ev:gpu-not-visible",
+        ),
+        ("INFO No platform detected, vLLM is running on UnspecifiedPlatform", "ev:gpu-not-visible"),
+        ("CUDA_VISIBLE_DEVICES= python -m vllm.entrypoints.openai.api_server", "ev:visible-devices-empty"),
+        ("ModuleNotFoundError: No module named 'einops'", "ev:missing-kind-dependency"),
+        ("ModuleNotFoundError: No module named 'dropout_layer_norm'", "ev:missing-kind-fa-optional"),
+        ("ModuleNotFoundError: No module named 'cutlass.cute'", "ev:missing-kind-dsl"),
+        ("the GPU is an NVIDIA H800", "ev:gpu-hopper"),
+        ("on my RTX 4090", "ev:gpu-ampere"),
+        ("AMD Instinct MI300X", "ev:gpu-amd"),
+        ("RuntimeError: FlashAttention-3 is only supported on Hopper GPUs (sm90)", "ev:fa3-refused"),
+        (
+            "`flshattF` is not supported because:\n  xFormers wasn't build with CUDA support\n"
+            "`cutlassF` is not supported because:\n  xFormers wasn't build with CUDA support\n  dtype=torch.float32",
+            "ev:operators-unbuilt",
+        ),
+        ("requires device with capability > (9, 0) but your GPU has capability (8, 6) (too old)", "ev:cap-ampere"),
+    ],
+)
+def test_structure_names_what_failed_and_where(text: str, feature: str) -> None:
+    assert feature in ev(text)
+
+
+def test_an_operator_list_is_read_for_what_every_operator_shares() -> None:
+    """xFormers lists each operator's reasons; a capability line of one operator is not the shared cause."""
+    got = ev(
+        "`fa3F@0.0.0` is not supported because:\n requires device with capability > (9, 0)\n"
+        " xFormers wasn't build with CUDA support\n`fa2F@0.0.0` is not supported because:\n"
+        " xFormers wasn't build with CUDA support\n dtype=torch.float32"
+    )
+    assert "ev:operators-unbuilt" in got
+    assert "ev:fa3-refused" not in got  # the operator fa3F is not FlashAttention-3 refusing the GPU
+
+
+@pytest.mark.parametrize(
+    ("text", "category", "entry"),
+    [
+        # The misses issue 27 lists, as they read in real reports:
+        (
+            "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver "
+            "to a newer version, or use an earlier cuda container: unknown",
+            "driver-too-old",
+            "driver.insufficient",
+        ),
+        (
+            'docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].',
+            "no-gpu",
+            "nogpu.not-visible",
+        ),
+        (
+            "INFO 05-14 04:44:35 [__init__.py:243] No platform detected, vLLM is running on UnspecifiedPlatform\n"
+            "RuntimeError: Failed to infer device type",
+            "no-gpu",
+            "nogpu.not-visible",
+        ),
+        (
+            "RuntimeError: Flash attention currently doesn't support training with head_dim greater than 64 on sm86",
+            "dtype-shape",
+            "shape.head-dim",
+        ),
+        ("RuntimeError: FlashAttentionHopper only supports Hopper GPUs or newer.", "fa3-unavailable", "fa3.capability"),
+        ("WARNING: Flash Attention 3 not available, using PyTorch SDPA fallback", "fa3-unavailable", ""),
+        (
+            "/opt/rocm/bin/hipcc -c csrc/flash_attn_ck/mha_fwd.hip -o build/mha_fwd.o --offload-arch=gfx1100\n"
+            "error: command '/opt/rocm/bin/hipcc' failed with exit code 1",
+            "rocm",
+            "rocm.platform",
+        ),
+        (
+            "ImportError: Requires Flash-Attention version >=2.7.1,<=2.7.4 but got 2.8.0.post2.",
+            "api-mismatch",
+            "api.version-gate",
+        ),
+        (
+            "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:\n"
+            "    PyTorch 2.1.0+cu121 with CUDA 1201 (you have 2.1.0+cu118)",
+            "abi-mismatch",
+            "abi.xformers-build",
+        ),
+        (
+            "ImportError: /v/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: undefined symbol: "
+            "__nvJitLinkComplete_12_4, version libnvJitLink.so.12",
+            "cuda-runtime",
+            "cuda.runtime-symbol",
+        ),
+        (
+            '  File "/v/site-packages/transformer_engine/pytorch/attention/inference.py", line 9, in <module>\n'
+            "    from einops import rearrange\nModuleNotFoundError: No module named 'einops'",
+            "missing-module",
+            "missing.dependency",
+        ),
+    ],
+)
+def test_issue_27_misses_get_their_category(text: str, category: str, entry: str) -> None:
+    first = explain(text)[0]
+    assert first.category == category and first.reasons
+    assert not entry or first.id == entry
+
+
+# ---------------------------------------------------------------------------------------------- confidence
+def test_a_paste_nothing_but_words_decide_is_a_guess() -> None:
+    from fa_doctor.knowledge.model import GUESS, UNSUPPORTED
+
+    ms = explain("RuntimeError: flash attention failed somehow")
+    assert ms[0].standing == "guess" and ms[0].confidence <= UNSUPPORTED < GUESS
+
+
+def test_answers_are_labelled_and_their_confidences_add_up_to_at_most_one() -> None:
+    from fa_doctor.knowledge.model import SHOWN_MIN
+
+    ms = explain("ImportError: /x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi", limit=14)
+    assert ms[0].standing == "likely" and ms[0].confidence >= 0.9
+    assert all(m.standing == ("possible" if m.confidence >= SHOWN_MIN else "unlikely") for m in ms[1:])
+    assert sum(m.confidence for m in ms) <= 1.0 + 1e-6
+    assert len(ms) == 3  # the first three, then only answers at least SHOWN_MIN likely
+
+
+@pytest.mark.parametrize(
+    ("symbol", "version", "kind"),
+    [
+        ("__nvJitLinkComplete_12_4", "libnvJitLink.so.12", "cuda-library"),
+        ("__nvJitLinkAddData_12_1", "", "cuda-library"),
+        ("cudaGetDriverEntryPointByVersion", "libcudart.so.12", "cuda-runtime"),
+        ("ncclCommRegister", "", "cuda-library"),
+        ("cuTensorMapEncodeTiled", "", "cuda-driver"),
+        ("hipGetDevicePropertiesR0600", "", "rocm"),
+        ("_PyThreadState_UncheckedGet", "", "python"),
+        ("__cxa_call_terminate", "", "cxx-runtime"),
+        ("_ZNSt6thread6_StateD2Ev", "", "cxx-runtime"),
+        ("_ZN3c104cuda9SetDeviceEi", "", "torch"),
+        ("_ZN5flash12run_mha_fwdERNS_16Flash_fwd_paramsE", "", "other"),
+    ],
+)
+def test_whose_symbol_is_missing(symbol: str, version: str, kind: str) -> None:
+    from fa_doctor.knowledge.extract import symbol_kind
+
+    assert symbol_kind(symbol, version) == kind
+
+
+def test_a_versioned_symbol_the_loader_cannot_find_is_read_whole() -> None:
+    from fa_doctor.knowledge.match import match
+
+    _, found = match(
+        (),
+        "ImportError: /v/lib/libcudnn.so.9: symbol cudaGetDriverEntryPointByVersion version libcudart.so.12 "
+        "not defined in file libcudart.so.12 with link time reference",
+        1,
+    )
+    assert found["symbol"] == "cudaGetDriverEntryPointByVersion" and found["symbol_version"] == "libcudart.so.12"
+    assert found["symbol_kind"] == "cuda-runtime" and found["library"] == "libcudart.so.12"

@@ -198,6 +198,7 @@ def test_match_is_frozen_and_serialisable() -> None:
         "confirm_with",
         "links",
         "reasons",
+        "standing",
         "verdict",
         "verdict_reason",
     }

@@ -60,24 +60,31 @@ def read_input(options: ExplainOptions, stdin: BinaryIO | None = None) -> str:
     return options.text
 
 
+_STANDING = {"likely": "Likely", "guess": "A guess", "possible": "Possible", "unlikely": "Unlikely"}
+
+
 def _finding(m: Match) -> Finding:
     confirm = ", ".join(m.confirm_with)
     lines = [m.cause]
+    if m.standing == "guess":
+        lines.append("The text does not settle the cause: this is the best guess; run fa-doctor check to know.")
     if m.verdict:
         lines.append(f"On this machine: {m.verdict} ({m.verdict_reason}).")
     if m.reasons:
         lines.append("Evidence: " + "; ".join(m.reasons) + ".")
     if confirm and not m.verdict:
         lines.append(f"`fa-doctor check` confirms it with: {confirm}.")
+    standing = _STANDING.get(m.standing, "")
     return Finding(
         "explain.match",
         Severity.INFO,
-        m.title,
+        f"{standing} ({m.confidence:.0%}): {m.title}" if standing else m.title,
         Lines(lines),
         {
             "id": m.id,
             "category": m.category,
             "confidence": m.confidence,
+            "standing": m.standing,
             "extracted": dict(m.extracted),
             "confirm_with": list(m.confirm_with),
             "links": list(m.links),

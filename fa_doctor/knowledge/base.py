@@ -100,6 +100,7 @@ class Match:
     confirm_with: tuple[str, ...] = ()
     links: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()  # the evidence that weighed most for this category, in words
+    standing: str = ""  # "likely" or "guess" (the first answer), "possible" (another one): model.standing
     verdict: str = ""  # with --python: "confirmed" or "ruled out" by this machine ("" when it says nothing)
     verdict_reason: str = ""
 
@@ -118,6 +119,7 @@ class Match:
             "confirm_with": list(self.confirm_with),
             "links": list(self.links),
             "reasons": list(self.reasons),
+            "standing": self.standing,
             "verdict": self.verdict,
             "verdict_reason": self.verdict_reason,
         }

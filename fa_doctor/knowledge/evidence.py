@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 
 from fa_doctor.catalog import names
+from fa_doctor.knowledge import structure
 from fa_doctor.knowledge.extract import windows
 
 _R = re.compile
@@ -84,12 +85,15 @@ _RELEVANT = (
 )  # fmt: skip
 
 _CAP_PAIR = _R(r"capability[^0-9]{0,20}(\d{1,2})[ .,]{1,2}(\d)\b|found \((\d{1,2}), ?(\d)\)|\bsm_?(\d{2,3})[af]?\b")
+# The GPU's own capability, where a message states both a requirement and what the GPU has.
+_OWN_CAP = _R(r"(?:gpu|device) has (?:compute )?capability \(?(\d{1,2})[ .,]{1,2}(\d)")
 _HEADDIM = _R(
     r"head[ _-]?(?:dim(?:ension)?s?|size)\b[^0-9\n]{0,40}?(\d{1,4})|\bhdim ?(\d{1,4})"
-    r"|shape\[-1\][^0-9\n]{0,40}?(\d{1,4})"  # xformers names the head dim query.shape[-1]
+    r"|shape\[-1\]\)? ?(?:>|!=|==|=|is) ?(\d{1,4})"  # xformers names the head dim query.shape[-1]
 )
 _LIMIT = _R(
     r"up to|at most|<=|maximum|max\(|only supports?|not supported|must be|should be|divisible|multiple of|> ?\d"
+    r"|greater than|larger than|bigger than|exceed|not being|does not support|doesn't support|requires"
 )
 _NUMBER = _R(r"(?<![\d.])(\d{2,4})(?![\d.])")
 _EXC = _R(r"\b((?:[a-z_]\w{0,40}\.){0,4}[A-Z]\w{0,40}(?:Error|Exception|Interrupt)):")
@@ -206,7 +210,8 @@ RULES: tuple[Rule, ...] = (
      "a GPU generation is named"),
     ("cuda-mismatch", ("detected cuda version", "mismatches the version", "cuda_home", "cuda version mismatch",
                        "does not match the version"), None, "two CUDA versions disagree"),
-    ("other-accel", ("ascend", "npu", "mps", "xpu", "habana", "hpu"), None, "an accelerator other than NVIDIA's"),
+    ("other-accel", ("ascend", "npu", "mps", "xpu", "habana", "hpu"), _R(r"\b(?:ascend|npu|mps|xpu|habana|hpu)\b"),
+     "an accelerator other than NVIDIA's"),
     ("cuda-lib", ("libcudart", "libcublas", "libnvrtc", "libcudnn", "libnvjitlink", "libcusparse", "libnccl"),
      None, "a CUDA library is named"),
     ("glibc", ("glibc_", "glibcxx_", "cxxabi_"), None, "a C library version is required"),
@@ -237,16 +242,21 @@ def evidence(flat: str, low: str, found: Mapping[str, str], has: Callable[[str],
             continue
         out["ev:" + name] = reason
     _values(flat, low, found, has, out)
+    out.update(structure.structure(flat, low, found, has))
     return out
 
 
 def _values(flat: str, low: str, found: Mapping[str, str], has: Callable[[str], bool], out: dict[str, str]) -> None:
     """Evidence that depends on a value: capabilities, head dims, symbols, modules, long paths."""
-    for start, end in _cap_windows(low, has):
-        m = _CAP_PAIR.search(low, start, end)
+    own = (m for s, e in windows(low, "capability", 30, 20) if (m := _OWN_CAP.search(low, s, e)) is not None)
+    first = next(own, None) if has("capability") else None
+    for start, end in ((first.start(), first.end()),) if first else _cap_windows(low, has):
+        m = first or _CAP_PAIR.search(low, start, end)
         if m is None:
             continue
-        if m.group(5):
+        if m.re is _OWN_CAP:
+            major, minor = int(m.group(1)), int(m.group(2))
+        elif m.group(5):
             major, minor = divmod(int(m.group(5)), 10)
         else:
             major, minor = int(m.group(1) or m.group(3)), int(m.group(2) or m.group(4))
@@ -355,7 +365,7 @@ _STRONG = frozenset(
 def relevant(ev: Mapping[str, str], has: Callable[[str], bool]) -> bool:
     """Whether the paste is about FlashAttention's world at all (else the model names no category)."""
     names = {name[3:] for name in ev}
-    if names & _STRONG or any(n.startswith(("symbol-", "missing-", "solib-")) for n in names):
+    if names & (_STRONG | structure.STRONG) or any(n.startswith(("symbol-", "missing-", "solib-")) for n in names):
         return True
     return any(has(w) for w in _RELEVANT)
 
@@ -390,6 +400,7 @@ HINTS: dict[str, str] = {
     **dict.fromkeys(("ev:built-for", "ev:symbol-torch", "ev:symbol-torch-cxx11"), "abi-mismatch"),
     "ev:glibc": "glibc",
     **dict.fromkeys(("ev:missing-flash_attn", "ev:missing-flash_attn_2_cuda"), "missing-module"),
+    **structure.HINTS,
 }  # fmt: skip
 
 # The entry that words a category when no pattern of it matched, by the evidence that pointed there.
@@ -408,4 +419,5 @@ ENTRY_HINTS: dict[str, str] = {
     **dict.fromkeys(("ev:cap-blackwell", "ev:gpu-blackwell"), "arch.gpu-not-supported"),
     "ev:no-kernel-image": "arch.no-kernel-image",
     **dict.fromkeys(("ev:torch-cpu", "ev:no-cuda"), "nogpu.cpu-torch"),
+    **structure.ENTRY_HINTS,
 }

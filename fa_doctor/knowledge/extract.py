@@ -19,7 +19,15 @@ _DIGITS = frozenset("0123456789")
 _TORCH_NAMESPACE = re.compile(r"(?:^_Z|N|K)(?:3c10|2at|5torch|6caffe2)\d")
 _DRIVER_API = re.compile(r"cu[A-Z]")
 _RUNTIME_API = re.compile(r"cuda[A-Z]|__cuda")
-_CUDA_LIB_API = re.compile(r"(?:cublas|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvJitLink|cupti)")
+_CUDA_LIB_API = re.compile(
+    r"_{0,2}(?:cublas|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvjitlink|cupti|nvtx|cufile)", re.I
+)
+_HIP_API = re.compile(r"_{0,2}(?:hip[A-Z]|hsa_|roc[a-z]{2,}_|amd_comgr)")
+_PYTHON_API = re.compile(r"_?Py[A-Z][a-z]|_?Py_[A-Z]")
+_STD_LIB = re.compile(r"_ZN?K?St|_ZSt|__cxa_|__gxx_")
+# Libraries whose symbols (or symbol versions) are the CUDA toolkit's: a mismatch among them is a CUDA runtime one.
+CUDA_LIBS = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusparse", "libcusolver", "libnccl",
+             "libnvrtc", "libnvjitlink", "libcupti", "libnvtoolsext", "libcufile", "libnvidia-ml")  # fmt: skip
 
 
 def windows(low: str, anchor: str, before: int, after: int) -> Iterator[tuple[int, int]]:
@@ -48,7 +56,9 @@ def _group(flat: str, m: re.Match[str], n: int | str = 1) -> str:
 _R = re.compile
 _LOST_UNDERSCORE = re.compile(r"Z[NK]*\d")
 _Search = Callable[[str, str, "re.Pattern[str]", int, int], "re.Match[str] | None"]
-_SYMBOL = _R(r"undefined symbol ?: ?([\w.$@]{1,1000})")
+_SYMBOL = _R(r"undefined symbol ?: ?([\w.$@]{1,1000})(?:, version (lib[\w.+-]{1,80}))?")
+# glibc's loader for a versioned symbol the loaded copy lacks ("symbol X version Y not defined in file Z").
+_SYMBOL_VERSION = _R(r"symbol ([\w.$@]{1,400}),? version (lib[\w.+-]{1,80}) not defined in file (lib[\w.+-]{1,80})")
 _TOKEN_END = re.compile(r"[\s'\"()\[\]<>]")
 _LIB_FILE = _R(r"\.(?:so|pyd|dll)(?:\.[\w.]{1,20})?$")
 _OPEN_LIB = _R(r"(lib[\w.+-]{1,80}\.so[\w.]{0,20}): cannot open shared object file")
@@ -104,12 +114,17 @@ def extract(flat: str, low: str, has: Callable[[str], bool]) -> dict[str, str]:
         if _LOST_UNDERSCORE.match(sym):  # markdown took the leading "_" of "_ZN...": put it back
             sym = "_" + sym
         out["symbol"] = sym
-        out["symbol_kind"] = symbol_kind(sym)
+        if m.group(2):
+            out["symbol_version"] = _group(flat, m, 2)
         if sym.startswith("_Z"):
             out["abi"] = abi_hint(sym)
         lib = _file_before(flat, low, ": undefined symbol")
         if lib:
             out["library_path"] = lib
+    elif m := search(low, "not defined in file", _SYMBOL_VERSION, 500, 120):
+        out.update(symbol=_group(flat, m), symbol_version=_group(flat, m, 2), library_path=_group(flat, m, 3))
+    if "symbol" in out:
+        out["symbol_kind"] = symbol_kind(out["symbol"], out.get("symbol_version", ""))
     if "library_path" not in out:
         m = search(low, "cannot open shared object", _OPEN_LIB, 120, 30)
         if m:
@@ -214,6 +229,7 @@ def _arch(flat: str, low: str, out: dict[str, str], search: _Search, has: Callab
 ANCHORS = (
     "undefined symbol",
     ": undefined symbol",
+    "not defined in file",
     "cannot open shared object",
     "dll load failed",
     "glibc",
@@ -241,7 +257,7 @@ ANCHORS = (
 )
 
 GROUP_KEYS: dict[str, tuple[str, ...]] = {
-    "symbol": ("symbol", "demangled", "symbol_kind", "abi"),
+    "symbol": ("symbol", "demangled", "symbol_kind", "symbol_version", "abi"),
     "library": ("library",),
     "glibc": ("glibc_requires", "glibc_version", "required_by"),
     "module": ("module", "name"),
@@ -254,18 +270,28 @@ GROUP_KEYS: dict[str, tuple[str, ...]] = {
 assert set(GROUP_KEYS) == set(EXTRACT_GROUPS)
 
 
-def symbol_kind(symbol: str) -> str:
-    """torch / torch-cxx11 (a C++ ABI switch) / cuda-driver / cuda-runtime / cuda-library / other."""
+def symbol_kind(symbol: str, version: str = "") -> str:
+    """Whose symbol is missing: torch / torch-cxx11 (a C++ ABI switch) / cuda-driver / cuda-runtime /
+    cuda-library / rocm (HIP) / python (the C API of another Python) / cxx-runtime (libstdc++) / other.
+    `version` is the library a versioned symbol belongs to ("..., version libnvJitLink.so.12")."""
     if symbol.startswith("_Z"):
         if _TORCH_NAMESPACE.search(symbol):
             return "torch-cxx11" if abi_hint(symbol) == "cxx11" else "torch"
-        return "other"
+        return "cxx-runtime" if _STD_LIB.match(symbol) else "other"
+    if version.lower().startswith(CUDA_LIBS):
+        return "cuda-runtime" if version.lower().startswith("libcudart") else "cuda-library"
     if _DRIVER_API.match(symbol):
         return "cuda-driver"
     if _RUNTIME_API.match(symbol):
         return "cuda-runtime"
     if _CUDA_LIB_API.match(symbol):
         return "cuda-library"
+    if _HIP_API.match(symbol):
+        return "rocm"
+    if _PYTHON_API.match(symbol):
+        return "python"
+    if _STD_LIB.match(symbol):
+        return "cxx-runtime"
     return "other"
 
 

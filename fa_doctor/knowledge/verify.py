@@ -38,6 +38,11 @@ _CONFIRMED_BY: dict[str, tuple[str, ...]] = {
 }
 
 
+# Findings that state a fact of the machine whatever their severity: check reports a missing GPU as info when
+# it runs without the kernel test (explain's way), and the GPU is missing all the same.
+_FACTS = frozenset(["gpu.none", "torch.cpu_build"])
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     state: str  # CONFIRMED or RULED_OUT
@@ -49,7 +54,7 @@ def verdicts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
     """category -> what this machine says about it (categories it says nothing about are absent)."""
     bad: dict[str, list[Finding]] = {}
     for f in findings:
-        if f.severity in (Severity.FAIL, Severity.WARN):
+        if f.severity in (Severity.FAIL, Severity.WARN) or (f.id in _FACTS and f.severity is Severity.INFO):
             bad.setdefault(f.id, []).append(f)
     out: dict[str, Verdict] = {}
     for category, ids in _CONFIRMED_BY.items():
