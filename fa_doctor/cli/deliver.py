@@ -85,12 +85,34 @@ _NOT_REGULAR = {errno.ELOOP: "it is a symbolic link (not followed)", errno.ENXIO
 
 
 def _write_file(path: str, text: str, append: bool = False) -> str | None:
-    """A report file (JUnit, Markdown, the step summary) is a regular file or nothing: opened without following a
-    link planted in a shared folder and without blocking on a FIFO nobody reads; a device or FIFO is refused."""
+    """A report file (JUnit, Markdown) is a regular file or nothing: written to a new private file beside it and
+    renamed over it (process/atomic.py), so a link planted at its name or at a temporary name is never written
+    through; a link, folder, FIFO, device or socket at its name is refused. The step summary, a file CI names,
+    is appended to, never through a link, never blocking on a FIFO."""
+    from fa_doctor.process.atomic import write_atomic
     from fa_doctor.render.escape import escape
 
     shown = escape(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_APPEND if append else 0)
+    data = text.encode("utf-8", "backslashreplace")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        return f"cannot write {shown}: {exc.strerror or exc}"
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        return f"cannot write {shown}: {_NOT_REGULAR[errno.ELOOP]}"
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        return f"cannot write {shown}: it is a directory"
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return f"cannot write {shown}: not a regular file (a FIFO, device or socket is refused)"
+    if not append:
+        try:
+            write_atomic(path, data)
+        except OSError as exc:
+            return f"cannot write {shown}: {exc.strerror or exc}"
+        return None
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
@@ -98,11 +120,9 @@ def _write_file(path: str, text: str, append: bool = False) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return f"cannot write {shown}: not a regular file (a FIFO, device or socket is refused)"
-        if not append:
-            os.ftruncate(fd, 0)  # only now: O_TRUNC would have truncated before the check
-        data = memoryview(text.encode("utf-8", "backslashreplace"))
-        while data:
-            data = data[os.write(fd, data) :]
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
     except OSError as exc:
         return f"cannot write {shown}: {exc.strerror or exc}"
     finally:
