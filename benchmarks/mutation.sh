@@ -62,7 +62,7 @@ for module in "${modules[@]}"; do
 source_paths = ["fa_doctor"]
 only_mutate = ["$src"]
 pytest_add_cli_args_test_selection = [${selected%, }]
-pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x"]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-n", "0"]  # -n 0: in-process, as mutmut needs
 TOML
   start=$(date +%s)
   (cd "$work" && "$mutmut" run --max-children "$children" >run.log 2>&1) || true

@@ -310,6 +310,27 @@ class Index:
         self.log(f"{f.filename}: {len(out)} member(s) in {raw.requests} range request(s)")
         return out
 
+    def wheel_file(self, f: IndexFile, folder: Path) -> Path:
+        """The whole wheel, downloaded once into `folder` (kept outside the repository) and checked against the
+        sha256 the index announces; a file already there with that hash is not downloaded again."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f.filename
+        if path.exists() and (not f.sha256 or _sha256_of(path) == f.sha256):
+            return path
+        tmp = path.with_name(path.name + ".part")
+        digest = hashlib.sha256()
+        req = urllib.request.Request(f.url.split("#")[0], headers={"User-Agent": USER_AGENT})
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp, tmp.open("wb") as out:
+            while chunk := resp.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+        if f.sha256 and digest.hexdigest() != f.sha256:
+            tmp.unlink()
+            raise IndexError_(f"{f.filename}: the download does not match the sha256 the index announces")
+        tmp.replace(path)
+        self.log(f"{f.filename}: downloaded to {path}")
+        return path
+
     def _head_size(self, url: str) -> int:
         req = urllib.request.Request(url, method="HEAD", headers={"User-Agent": USER_AGENT})
         with urllib.request.urlopen(req, timeout=self.timeout) as resp:
@@ -353,3 +374,11 @@ def _keep(name: str) -> bool:
     if len(parts) == 2 and parts[1] in ("PKG-INFO", "setup.py", "pyproject.toml"):
         return True
     return len(parts) >= 2 and parts[-2].endswith(".egg-info") and parts[-1] in ("PKG-INFO", "requires.txt")
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,4 +1,8 @@
-"""Regenerate fa_doctor/catalog/releases.py from the package index: python scripts/regen_catalog.py
+"""Regenerate fa_doctor/catalog/releases.py and servers.py from the package index: python scripts/regen_catalog.py
+
+servers.py (scripts/server_facts.py, scripts/resolve_installs.py) holds what each SGLang, sgl-kernel/sglang-kernel
+and vLLM release does with FlashAttention, read from its released wheel (SGLang wheels downloaded whole into
+--wheels, outside the repository), and pip's verdict on every install fa-doctor prints next to each SGLang release.
 
 What it reads (metadata only, never a whole wheel): the JSON simple API page of every project below, the
 METADATA of one wheel per release of the FA_STACK packages (the index's `.metadata` file, or the member read
@@ -36,6 +40,8 @@ import pypi_index
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "fa_doctor" / "catalog" / "releases.py"
+SERVERS_OUT = ROOT / "fa_doctor" / "catalog" / "servers.py"
+WHEELS = Path("/tmp/fa-doctor-wheels")  # downloaded server wheels: tens of MB each, never in the repository
 COMMAND = "python scripts/regen_catalog.py"
 
 # Packages whose Requires-Dist is read, release by release, and from which version on.
@@ -497,9 +503,43 @@ def build(args: argparse.Namespace) -> Tables:
     return t
 
 
+def build_servers(args: argparse.Namespace, tables: Tables) -> dict[str, object]:
+    """servers.py's tables: read from the released wheels, or kept from the current file (--keep-servers); the
+    printed installs resolved with pip's resolver, or kept (--keep-installs)."""
+    import server_facts
+
+    def log(msg: str) -> None:
+        if args.verbose:
+            print(msg, file=sys.stderr)
+
+    prev = load_previous(args.servers_out)
+    if args.keep_servers and prev:
+        out: dict[str, object] = {
+            "SGLANG": server_facts.expand(prev["SGLANG_CHOICES"], prev["SGLANG_RULES"], prev["SGLANG"]),  # type: ignore[arg-type]
+            "KERNELS": prev["KERNELS"],
+            "VLLM": prev["VLLM"],
+        }
+    else:
+        index = pypi_index.Index(cache=args.cache, timeout=args.timeout, log=log)
+        out = dict(server_facts.read_servers(index, args.wheels, args.jobs, log))
+    out["INSTALLS"] = prev.get("INSTALLS") or {}
+    out["INSTALLS_SOURCE"] = prev.get("INSTALLS_SOURCE") or "not resolved"
+    if not args.keep_installs:
+        # The planner that prints the installs reads the new tables: write them first.
+        args.servers_out.write_text(server_facts.render_servers(out, tables.generated_on, COMMAND), encoding="utf-8")
+        import resolve_installs
+
+        out["INSTALLS"], out["INSTALLS_SOURCE"] = resolve_installs.resolve_all(out, tables, args, log)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--servers-out", type=Path, default=SERVERS_OUT)
+    ap.add_argument("--wheels", type=Path, default=WHEELS, help="where server wheels are downloaded (not the repo)")
+    ap.add_argument("--keep-servers", action="store_true", help="keep servers.py's release tables, do not re-read")
+    ap.add_argument("--keep-installs", action="store_true", help="keep the recorded install resolutions")
     ap.add_argument("--cache", type=Path, default=None, help="cache folder for metadata files (outside the repo)")
     ap.add_argument("--listing-max-age", type=float, default=0.0, help="reuse cached listings younger than this (s)")
     ap.add_argument("--timeout", type=float, default=pypi_index.TIMEOUT)
@@ -524,6 +564,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{sum(len(v) for v in tables.requires.values())} releases with requirements",
         file=sys.stderr,
     )
+    import server_facts
+
+    servers = build_servers(args, tables)
+    args.servers_out.write_text(server_facts.render_servers(servers, tables.generated_on, COMMAND), encoding="utf-8")
+    print(f"{args.servers_out}: {len(servers['SGLANG'])} SGLang, {len(servers['VLLM'])} vLLM releases", file=sys.stderr)  # type: ignore[arg-type]
     return 0
 
 

@@ -15,13 +15,6 @@ from typing import Any
 import pytest
 from hypothesis import settings as hypothesis_settings
 
-# The suite starts hundreds of Python processes (`python -m fa_doctor`, fake targets, pip, smoke children). Where
-# PYTHONDONTWRITEBYTECODE is set (it is on this project's machines, CI's included), none of them kept its bytecode,
-# so every start compiled fa_doctor's sources again (about 0.4 s a process). The suite lets Python keep its caches (`__pycache__`,
-# ignored by git), for this process and every child, as it does by default.
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-sys.dont_write_bytecode = False
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from clirun import invoke as run_cli
@@ -32,6 +25,13 @@ from fa_doctor.model.machine import GpuDevice, GpuFacts
 from fa_doctor.probes.environment import KNOBS
 from fa_doctor.probes.modules import by_stem, listdir
 from fa_doctor.render.shell import remedy_dict
+
+# The suite starts hundreds of Python processes (`python -m fa_doctor`, fake targets, pip, smoke children). Where
+# PYTHONDONTWRITEBYTECODE is set (it is on this project's machines), none of them kept its bytecode, so every start
+# compiled fa_doctor's sources again (about 0.4 s a process). The suite lets Python keep its caches (`__pycache__`,
+# ignored by git), in this process and in every child, as Python does by default.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Property tests run the same examples on every machine and every run (CI must not turn red on a new random
 # draw); loaded before any test module is imported, so every @settings(...) inherits it. A random search for new
@@ -48,6 +48,32 @@ hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "determini
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGTERM, signal.SIG_DFL)
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+# The files that take longest, slowest first (docs/testing.md says why each is slow). They are run first, so that on
+# two workers (pyproject's addopts: whole files per worker) none of them is left to run alone at the end; they carry
+# the `slow` marker, so `-m "not slow"` leaves them out.
+SLOW_FILES = (
+    "test_explain_loro.py",  # leave-one-repository-out: a model fitted per fold
+    "test_verdict_loaded.py",  # real smoke children (torch), two or three a test
+    "test_smoke_harness.py",  # every smoke scenario's real child; the hang waits out its 15 s timeout
+    "test_fleet_ray.py",  # a 3-node Ray cluster; a held GPU node waits out the 15 s node timeout
+    "test_remedies_pip.py",  # pip's resolver over a folder of ~600 wheels
+    "test_hardening_smoke.py",  # nine real smoke children
+    "test_cli_signals.py",  # a fa-doctor process per signal and point
+    "test_report_files.py",
+    "test_fix_apply_hostile.py",
+    "test_fix_apply.py",
+    "test_verdict_cache.py",
+    "test_hardening_signals.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    for item in items:
+        if item.path.name in rank:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture(autouse=True)

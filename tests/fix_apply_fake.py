@@ -3,8 +3,8 @@ package files) the way pip does, reports `--dry-run --report` as pip does, and f
 
 Behaviour lines (`key=value`, in `<bin>/behaviour`): `pip-version`, `dry` (network, conflict, hang, pulls:SPEC
 adds an unrequested item to the report), `install` (fail-before, fail-after, fail-on:NAME, hang, enospc, sigkill-self,
-spawn: start a grandchild that sleeps), `uninstall` (fail). Every call is logged to `<bin>/calls.log` with its
-working directory.
+spawn: start a grandchild that sleeps, spawn-late: the same after removing the old copies), `uninstall` (fail).
+Every call is logged to `<bin>/calls.log` with its working directory.
 """
 
 from __future__ import annotations
@@ -105,6 +105,9 @@ if args[2] == "install":
     if m == "fail-before":
         print("ERROR: Failed building wheel", file=sys.stderr); sys.exit(1)
     if m == "hang": time.sleep(60)
+    if m == "spawn-late":  # the old copies removed, then it hangs: a half-changed site when it is killed
+        for n, _, _ in items: remove(n)
+        m = "spawn"
     if m == "spawn":
         kid = subprocess.Popen(["sleep", "300"])
         open(os.path.join(here, "spawned.tmp"), "w").write("%d %d" % (os.getpid(), kid.pid))
@@ -200,6 +203,17 @@ class Target:
             rows = [f"{r},sha256={_digest(t)},{len(t)}" for r, t in files.items()] + [f"{info}/RECORD,,"]
             (self.site / info / "RECORD").write_text("\n".join(rows) + "\n")
 
+    def cuda_toolkit(self) -> dict[str, str]:
+        """torch as a CUDA build and an nvcc of its own: what a source build needs (the variables to set)."""
+        version = self.site / "torch" / "version.py"
+        version.parent.mkdir(parents=True, exist_ok=True)
+        version.write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\nhip = None\n")
+        nvcc = self.root / "cuda" / "bin" / "nvcc"
+        nvcc.parent.mkdir(parents=True, exist_ok=True)
+        nvcc.write_text("#!/bin/sh\nexit 0\n")
+        nvcc.chmod(0o755)
+        return {"CUDA_HOME": str(self.root / "cuda")}
+
     def snapshot(self) -> dict[str, str]:
         """Every file under site/ (relative path -> content), hidden undo folders left out."""
         out = {}
@@ -228,3 +242,27 @@ def fake_git(folder: Path, mode: str = "") -> Path:
 
 def path_with(folder: Path) -> str:
     return f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+class SitePip:
+    """The same fake pip, as a `pip` package in a real venv's site folder (tests/fakeenv.py makes venvs without
+    pip), so `<venv>/bin/python -m pip` runs it: `behave`, `calls` and `installs` as for `Target`, the log and the
+    behaviour file in `control` (outside the venv)."""
+
+    def __init__(self, site: Path, control: Path) -> None:
+        self.site, self.bin = site, control
+        control.mkdir(parents=True, exist_ok=True)
+        (control / "fakepip.py").write_text(FAKE_PYTHON.format(python=sys.executable).split("\n", 1)[1])
+        pkg = site / "pip"
+        pkg.mkdir(parents=True, exist_ok=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "__main__.py").write_text(
+            "import sys\n"
+            f"sys.argv = [{str(control / 'python')!r}, '-m', 'pip', *sys.argv[1:]]\n"
+            f"exec(compile(open({str(control / 'fakepip.py')!r}).read(), 'fakepip', 'exec'))\n"
+        )
+        self.behave()
+
+    behave = Target.behave
+    calls = Target.calls
+    installs = Target.installs

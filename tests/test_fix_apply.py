@@ -153,10 +153,16 @@ def test_a_later_failure_undoes_an_earlier_install(t: Target) -> None:
 
 
 def test_an_install_without_the_torch_constraint_never_runs(t: Target) -> None:
-    result = run(t, [pip(constraints=())])
+    """An install that resolves dependencies must hold torch; with --no-deps pip installs exactly what it names,
+    so torch cannot move (and pip's report is checked for torch all the same)."""
+    resolving = ("--force-reinstall",)
+    result = run(t, [pip(constraints=(), options=resolving)])
     assert result.failed and "does not hold torch at 2.11.0" in result.failed.message and t.installs() == []
-    result = run(t, [pip(constraints=("torch>=2",))])
+    result = run(t, [pip(constraints=("torch>=2",), options=resolving)])
     assert result.failed and "no torch==2.11.0 constraint" in result.failed.message
+    result = run(t, [pip("torch==2.11.0", constraints=(), options=("--no-deps",))])
+    assert result.failed and "would replace torch 2.11.0" in result.failed.message and t.installs() == []
+    assert run(t, [pip(constraints=())]).ok  # the planner's `--force-reinstall --no-deps NAME==VERSION`
 
 
 def test_an_unparseable_torch_version_refuses_every_install(tmp_path: Path) -> None:
@@ -268,6 +274,8 @@ def test_fa3_is_built_from_a_clone_in_a_folder_of_its_own(
         p.write_text("open('PWNED', 'w')\n")
     monkeypatch.chdir(cwd)
     monkeypatch.setenv("PATH", path_with(fake_git(tmp_path / "fakebin")))
+    for name, value in t.cuda_toolkit().items():
+        monkeypatch.setenv(name, value)
     build = BuildFromClone("/p/python", REPO, "hopper", ("--no-build-isolation", "--no-deps"), ("torch==2.11.0",))
     result = run(t, [build])
     assert result.ok, result.failed
@@ -285,6 +293,8 @@ def test_a_build_whose_source_cannot_be_reached_is_skipped(
     t: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", path_with(fake_git(tmp_path / "fakebin", "unreachable")))
+    for name, value in t.cuda_toolkit().items():
+        monkeypatch.setenv(name, value)
     build = BuildFromClone("/p/python", REPO, "hopper", ("--no-deps",), ("torch==2.11.0",))
     move = stray(t)
     result = run(t, [build, move])
@@ -296,6 +306,8 @@ def test_a_build_whose_source_cannot_be_reached_is_skipped(
 
 def test_a_clone_that_fails_refuses_the_plan(t: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", path_with(fake_git(tmp_path / "fakebin", "clone-fails")))
+    for name, value in t.cuda_toolkit().items():
+        monkeypatch.setenv(name, value)
     build = BuildFromClone("/p/python", REPO, "hopper", ("--no-deps",), ("torch==2.11.0",))
     result = run(t, [build])
     assert result.failed and "git clone of" in result.failed.message and result.unchanged

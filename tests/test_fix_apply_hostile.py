@@ -71,6 +71,13 @@ def server(c: Ctx) -> None:
     c.t.dist("sglang-kernel", "0.4.10")
 
 
+def toolkit(c: Ctx) -> list[Action]:
+    """What a build needs here (a CUDA torch, an nvcc); no action of its own."""
+    for name, value in c.t.cuda_toolkit().items():
+        c.mp.setenv(name, value)
+    return []
+
+
 def signal_at(c: Ctx, prefix: str, sig: int, delay: float = 0.0) -> None:
     def progress(line: str) -> None:
         if line.startswith(prefix) and ": " not in line[len(prefix) :]:
@@ -114,7 +121,7 @@ def _cases() -> list[object]:
     nothing: Callable[[Ctx], None] = lambda c: None  # noqa: E731
     one = lambda c: [pip()]  # noqa: E731
     move_then_pip = lambda c: [stray(c), pip()]  # noqa: E731
-    build = lambda c: [BuildFromClone("/p/python", REPO, "hopper", ("--no-deps",), HELD)]  # noqa: E731
+    build = lambda c: [*toolkit(c), BuildFromClone("/p/python", REPO, "hopper", ("--no-deps",), HELD)]  # noqa: E731
     return [
         # ---- proofs: the index, pip itself, torch ----
         P(
@@ -135,11 +142,23 @@ def _cases() -> list[object]:
         P(lambda c: c.t.behave(pip="missing"), one, "refused", "pip does not run", id="pip-missing"),
         P(lambda c: c.t.behave(pip_version="21.3"), one, "refused", "needs pip 22.2", id="pip-21.3"),
         P(lambda c: c.t.behave(pip_version="22.1"), one, "refused", "needs pip 22.2", id="pip-22.1"),
-        P(nothing, lambda c: [pip(held=())], "refused", "does not hold torch", id="no-torch-constraint"),
-        P(nothing, lambda c: [pip(held=("torch>=2",))], "refused", "does not hold torch", id="torch-range-only"),
         P(
             nothing,
-            lambda c: [pip(held=("torch==2.12.0",))],
+            lambda c: [pip(options=("--force-reinstall",), held=())],
+            "refused",
+            "does not hold torch",
+            id="no-torch-constraint",
+        ),
+        P(
+            nothing,
+            lambda c: [pip(options=("--force-reinstall",), held=("torch>=2",))],
+            "refused",
+            "does not hold torch",
+            id="torch-range-only",
+        ),
+        P(
+            nothing,
+            lambda c: [pip(options=("--force-reinstall",), held=("torch==2.12.0",))],
             "refused",
             "does not hold torch",
             id="torch-other-version",

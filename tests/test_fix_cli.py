@@ -70,6 +70,28 @@ def test_env_file_that_cannot_be_written_fails_and_stays(tmp_path: Path) -> None
     assert run.returncode == 1 and [f["id"] for f in doc["findings"]] == ["fix.edit_failed"]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        ": ${SGLANG_FLASHATTENTION_VERSION:=3}\n",
+        "read -r SGLANG_FLASHATTENTION_VERSION <<< 3\n",
+        "printf -v SGLANG_FLASHATTENTION_VERSION %s 3\n",
+        "export 'SGLANG_FLASHATTENTION_VERSION'=3\n",
+        "SGLANG_FLASHATTENTION_\\\nVERSION=3\n",
+    ],
+)
+def test_env_file_that_sets_it_another_way_fails_naming_the_line(tmp_path: Path, text: str) -> None:
+    """Issue 26: these were "does not set the override", exit 0; sourcing them sets it."""
+    env = tmp_path / "launch.sh"
+    env.write_text("# pinned\n" + text)
+    run = fa_doctor("fix", "--unset-override", "--shell", "bash", "--env-file", str(env))
+    assert run.returncode == 1 and f"{env}:2:" in run.stderr, run.stderr
+    assert run.stdout == "unset SGLANG_FLASHATTENTION_VERSION\n"  # the shell code is printed all the same
+    assert env.read_text() == "# pinned\n" + text and [p.name for p in tmp_path.iterdir()] == ["launch.sh"]
+    doc = json.loads(fa_doctor("fix", "--unset-override", "--json", "--env-file", str(env)).stdout)
+    assert doc["exit_code"] == 1 and [f["id"] for f in doc["findings"]] == ["fix.edit_failed"]
+
+
 def test_plan_is_the_default_and_changes_nothing(tmp_path: Path) -> None:
     stray = tmp_path / "p" / "flash_attn"
     stray.mkdir(parents=True)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ def test_a_healthy_fleet(tmp_path: Path) -> None:
     assert doc["nodes"] == 6 and len(doc["groups"]) == 1 and doc["groups"][0]["nodes"][0] == "gpu-00"
     assert doc["findings"] == [] and doc["outliers"] == [] and doc["refused"] == []
     assert [v["id"] for v in doc["verdict"]] == ["fleet.ok"]
-    assert doc["summary"] == {"ok": 6, "warn": 0, "fail": 0, "refused": 0, "unreachable": 0}
+    assert doc["summary"] == {"ok": 6, "warn": 0, "fail": 0, "refused": 0, "unreachable": 0, "duplicates": 0}
 
 
 def test_a_failing_group_is_the_install(tmp_path: Path) -> None:
@@ -112,10 +114,48 @@ def test_colliding_hostnames_told_apart_by_scheduler_ids(tmp_path: Path) -> None
     assert doc["groups"][0]["nodes"] == names and code == 0
 
 
-def test_same_host_without_ids_keeps_both(tmp_path: Path) -> None:
-    code, doc, _ = merge(str(write(tmp_path, {"a": report("localhost"), "b": report("localhost")})))
-    assert code == 0 and doc["nodes"] == 2 and len({n["node"] for n in doc["node_results"]}) == 2
-    assert all(n["node"].startswith("localhost (") for n in doc["node_results"])
+def test_the_same_node_in_two_files_is_one_node(tmp_path: Path) -> None:
+    """A node checked twice (a rerun, a copied folder) is one node: the newest report is merged (by file
+    modification time, not by the order the files are read), and the fleet report says which."""
+    docs = {"a-rerun": report("gpu-01", findings=(KNOB_WARN,)), "b-first": report("gpu-01"), "c": report("gpu-02")}
+    folder = write(tmp_path, docs)
+    os.utime(folder / "b-first.json", (1_000_000, 1_000_000))  # read last, but written first
+    code, doc, _ = merge(str(folder))
+    assert doc["nodes"] == 2 and [n["node"] for n in doc["node_results"]] == ["gpu-01", "gpu-02"]
+    assert doc["node_results"][0]["source"] == str(folder / "a-rerun.json")  # the newer one
+    assert doc["node_results"][0]["findings"] == ["knob.ignored"]
+    kept, dropped = str(folder / "a-rerun.json"), str(folder / "b-first.json")
+    assert doc["duplicates"] == [{"node": "gpu-01", "kept": kept, "dropped": [dropped], "reports": 2}]
+    assert doc["summary"]["duplicates"] == 1 and doc["summary"]["warn"] == 1
+    assert code == 0 and "fleet.duplicate" in [v["id"] for v in doc["verdict"]]
+    assert merge("--strict", str(folder))[0] == 1
+    text = invoke(["merge", str(folder)]).stdout
+    assert "Nodes reported more than once" in text and f"merged {kept} (the newest)" in text
+
+
+def test_expect_counts_distinct_nodes(tmp_path: Path) -> None:
+    """Three files, two nodes: `--expect 3` fails, and says the third report was a node already counted."""
+    folder = write(tmp_path, {"a": report("gpu-01"), "b": report("gpu-02"), "c": report("gpu-01")})
+    code, doc, _ = merge("--expect", "3", str(folder))
+    assert code == 1 and doc["nodes"] == 2
+    (missing,) = (v for v in doc["verdict"] if v["id"] == "fleet.missing")
+    assert missing["title"].startswith("2 node(s) reported where 3 were expected")
+    assert "1 more report(s) were of nodes already counted" in missing["title"]
+    assert merge("--expect", "2", str(folder))[0] == 0
+
+
+def test_scheduler_node_ids_identify_a_node() -> None:
+    """The scheduler's id of the node decides, not the host name: two Slurm jobs on one node are one node
+    (in one stream, the later report wins); two Ray nodes on one host are two."""
+    first = report("c1", slurm_node="gpu-a17")
+    rerun = {**report("c2", slurm_node="gpu-a17", findings=(SMOKE_FAILED,)), "host": {**first["host"], "name": "c2"}}
+    rerun["host"]["slurm_job_id"] = "81235"
+    ray = [report("vm", ray="a1" * 28), report("vm", ray="b2" * 28)]
+    code, doc, _ = merge("-", stdin=jsonl([first, *ray, rerun]))
+    assert doc["nodes"] == 3 and doc["summary"]["duplicates"] == 1 and code == 1
+    (slurm,) = (n for n in doc["node_results"] if n["source"] == "stdin:4")  # the rerun, merged
+    assert slurm["node"] == "c2" and slurm["status"] == "fail"
+    assert doc["duplicates"][0]["dropped"] == ["stdin:1"]
 
 
 def test_json_lines_on_stdin() -> None:
@@ -209,3 +249,103 @@ def test_pretty_documents_one_after_another() -> None:
     starts = [n["source"] for n in doc["node_results"]]
     assert starts[0] == "stdin:1" and starts[1] == f"stdin:{pretty[0].count(chr(10)) + 2}"
     assert [r["why"].split(" (")[0] for r in doc["refused"]] == ["not valid JSON", "not valid JSON"]
+
+
+def test_a_stream_of_empty_objects_is_bounded() -> None:
+    """`yes '{}' | fa-doctor merge -`: every document is refused and counted; only the first few are listed,
+    so the report stays small whatever the stream's length."""
+    count = 60_000
+    code, doc, _ = merge("-", stdin="{}\n" * count)
+    assert code == 2 and doc["summary"]["refused"] == count and doc["nodes"] == 0
+    assert len(doc["refused"]) == 20 and doc["refused"][0]["source"] == "stdin:1"
+    assert doc["refused"][0]["why"].startswith("not a fa-doctor report")
+    assert doc["refused"][-1]["source"] == "stdin:20" and f"({count} refused" in doc["error"]
+    (refused,) = (v for v in doc["verdict"] if v["id"] == "fleet.refused")
+    assert refused["title"].startswith(f"{count} report(s)") and refused["evidence"]["sources"][-1] == "... 59980 more"
+    assert len(json.dumps(doc)) < 12_000
+    for fmt in ("human", "markdown", "github", "junit"):
+        run = invoke(["merge", "--format", fmt, "-"], input="{}\n" * count)
+        text = run.stdout + run.stderr
+        assert run.exit_code == 2 and len(text) < 12_000 and str(count) in text and "more" in text, fmt
+
+
+def test_refusals_and_duplicates_beyond_the_list_are_counted(tmp_path: Path) -> None:
+    """Among real reports: 30 cut reports and one node reported 25 times (the later one in a stream wins)."""
+    lines = [json.dumps(report(f"gpu-{i}")) for i in range(3)]
+    lines += [json.dumps(report("gpu-0"))[:500] for i in range(30)]  # each cut: one refusal each
+    lines += [json.dumps(report("gpu-0")) for _ in range(24)]
+    code, doc, _ = merge("-", stdin="\n".join(lines) + "\n")
+    assert code == 0 and doc["nodes"] == 3 and doc["summary"]["refused"] == 30 and len(doc["refused"]) == 20
+    (dup,) = doc["duplicates"]
+    assert dup["node"] == "gpu-0" and dup["reports"] == 25 and dup["kept"] == "stdin:57" and len(dup["dropped"]) == 3
+    assert doc["summary"]["duplicates"] == 24
+
+
+def test_the_merger_holds_a_bounded_number_of_nodes() -> None:
+    from fa_doctor.fleet.merge import Merger
+    from fa_doctor.fleet.read import Document
+
+    merger = Merger(max_nodes=3)
+    for i in range(5):
+        merger.add(Document(f"r{i}", report(f"gpu-{i}")))
+    merger.add(Document("again", report("gpu-1")))  # a node held: still merged
+    payload = merger.payload()
+    assert len(payload.nodes) == 3 and payload.counts["refused"] == 2 and payload.duplicate_reports == 1
+    assert "merge the fleet in parts" in payload.refused[0].why
+
+
+class _Feed(io.RawIOBase):
+    """A stream made as it is read (a pipe from a generator): how far it has been read is known at any time."""
+
+    def __init__(self, parts: Iterator[bytes]) -> None:
+        self.parts, self.pending, self.read_so_far = parts, b"", 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.pending:
+            self.pending = next(self.parts, b"")
+            if not self.pending:
+                return 0
+        size = min(len(buffer), len(self.pending))
+        buffer[:size], self.pending = self.pending[:size], self.pending[size:]
+        self.read_so_far += size
+        return size
+
+
+def test_a_stream_is_read_document_by_document(monkeypatch: Any) -> None:
+    """No read of the whole input before the first document: each document comes out while the stream is read,
+    the reader a bounded distance ahead of it (about one document and one chunk). With a small document limit
+    (64 KiB) and chunk (4 KiB): 400 reports of 5 KB (1.9 MB) in a stream made as it is read, one oversize document
+    and log lines among them, refused and counted."""
+    from fa_doctor.fleet import read
+
+    monkeypatch.setattr(read, "REPORT_LIMIT", 64 << 10)
+    monkeypatch.setattr(read, "CHUNK", 4 << 10, raising=False)  # (raising: the code before streaming had none)
+    line = json.dumps(report("gpu-xxx")).encode() + b"\n"
+    huge = json.dumps({**report("gpu-huge"), "pad": "x" * (100 << 10)}).encode() + b"\n"
+    ends: list[int] = []  # where each report ends in the stream
+
+    def parts() -> Iterator[bytes]:
+        at = 0
+        for i in range(400):
+            for part in (line.replace(b"gpu-xxx", f"gpu-{i:03d}".encode()),) + ((huge,) if i == 210 else ()):
+                at += len(part)
+                ends.append(at) if part is not huge else None
+                yield part
+            if i % 50 == 0:
+                at += len(b"W1203 a log line\n")
+                yield b"W1203 a log line\n"
+
+    feed = _Feed(parts())
+    ahead, names, refused = 0, [], []
+    for item in read.documents(["-"], io.BufferedReader(feed, 1024)):
+        if isinstance(item, read.Document):
+            names.append(item.doc["host"]["name"])
+            ahead = max(ahead, feed.read_so_far - ends[len(names) - 1])
+        else:
+            refused.append(item.why)
+    assert ends[-1] > 1_500_000 and ahead < 150_000, ahead  # the whole stream was never held
+    assert names == [f"gpu-{i:03d}" for i in range(400)] and len(refused) == 9
+    assert refused[5] == f"longer than {64 << 10} bytes" and "not valid JSON" in refused[0]

@@ -37,8 +37,10 @@ def fleet(hostile: bool = False) -> Result:
         evil = {**SMOKE_FAILED, "title": EVIL, "remedies": [{"text": EVIL, "commands": [EVIL]}]}
         docs.append(report(EVIL, findings=(evil,)))
     for number, doc in enumerate(docs):
-        merger.add(Document(f"reports/{number}.json", doc))
+        merger.add(Document(f"reports/{number}.json", doc, when=100.0))
     merger.add(Refused("reports/9.json", "not valid JSON (Expecting ',' delimiter at line 40 column 5; truncated?)"))
+    # gpu-01 checked before too: the older report is not merged, and the fleet report says so
+    merger.add(Document("reports/old/gpu-01.json", report("gpu-01", findings=(KNOB_WARN,)), when=50.0))
     payload = merger.payload(unreachable=[Unreachable("gpu-dead (ray:0f0f0f0f0f0f)", "no report within 600 s")])
     return fleet_result("merge", payload, {"total": 0.0421})
 
@@ -54,6 +56,12 @@ def test_json_golden() -> None:
     text = render(fleet(), "json")
     doc = json.loads(text)
     assert doc["nodes"] == 6 and doc["exit_code"] == 1 and len(doc["groups"]) == 2
+    assert doc["duplicates"] == [
+        {"node": "gpu-01", "kept": "reports/1.json", "dropped": ["reports/old/gpu-01.json"], "reports": 2}
+    ]
+    assert doc["summary"]["duplicates"] == 1 and "fleet.duplicate" in [v["id"] for v in doc["verdict"]]
+    assert "knob.ignored" not in next(n for n in doc["node_results"] if n["node"] == "gpu-01")["findings"]
+    assert text == json.dumps(doc, indent=2, ensure_ascii=True) + "\n"  # the fast writer writes what json would
     assert doc["unreachable"][0]["node"].startswith("gpu-dead") and len(doc["refused"]) == 1
     golden("fleet.json", text)
 
@@ -69,7 +77,7 @@ def test_human_golden() -> None:
 def test_markdown_golden_parses() -> None:
     text = render(fleet(), "markdown")
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
-    assert sum(t.type == "table_open" for t in tokens) == 5  # groups, findings, outliers, refused, unreachable
+    assert sum(t.type == "table_open" for t in tokens) == 6  # groups, findings, outliers, refused, unreachable, twice
     golden("fleet.md", text)
 
 

@@ -37,9 +37,15 @@ def special(path: Path, kind: str) -> None:
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "socket":
-        sock = socket.socket(socket.AF_UNIX)
-        sock.bind(str(path))
-        sock.close()
+        # Bound by its name from its own folder: a whole path under a pytest-xdist worker's tmp_path
+        # (.../popen-gw0/test_.../) can pass the 108 bytes AF_UNIX takes.
+        sock, here = socket.socket(socket.AF_UNIX), os.getcwd()
+        os.chdir(path.parent)
+        try:
+            sock.bind(path.name)
+        finally:
+            os.chdir(here)
+            sock.close()
     elif kind == "device":
         path.symlink_to("/dev/zero")  # endless: a reader without a limit would never finish
     elif kind == "stdin":

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import default_signals
 from smoke_fakes.scenarios import FAKES, child_env
-from test_hardening_proc import leftovers, marker, script
+from test_hardening_proc import leftovers, marker, running, script
 
 from fa_doctor.smoke import SmokeTarget
 from fa_doctor.smoke.runner import run_smoke
@@ -84,7 +84,7 @@ def test_sigterm_with_the_handler_ends_children_and_grandchildren(tmp_path: Path
     m, n = marker(), marker()
     python = script(tmp_path, f"sleep {m} &\nsleep {n}\n", "python")
     driver, child = drive("handler", python, dict(os.environ))
-    time.sleep(0.2)
+    running(m, n)
     driver.send_signal(signal.SIGTERM)
     assert driver.wait(60) == 128 + signal.SIGTERM
     assert gone(child) and leftovers(m, n) == []
@@ -94,7 +94,7 @@ def test_sigint_in_the_main_thread_ends_the_child(tmp_path: Path) -> None:
     m, n = marker(), marker()
     python = script(tmp_path, f"sleep {m} &\nsleep {n}\n", "python")
     driver, child = drive("main", python, dict(os.environ))
-    time.sleep(0.2)
+    running(m, n)
     driver.send_signal(signal.SIGINT)
     driver.wait(60)  # generous: a loaded CI machine (two suites at once) is slow, and the wait ends early
     assert gone(child) and leftovers(m, n) == []

@@ -108,8 +108,9 @@ def test_invalid_value_is_shown_and_fixed(server: Facts) -> None:
         "passes it on ends in errors such as `ValueError: Invalid version: self.fa_impl_ver=5`."
     )
     assert dict(finding.evidence) == {"variable": OVERRIDE, "value": "'5'", "valid": [2, 3, 4]}
-    assert commands_of(finding) == [[UNSET, f"export {OVERRIDE}=3"], AUTO]
-    assert OVERRIDE in finding.remedies[0].text and "3" in finding.remedies[0].text
+    # Alternatives, one paste block each: pasting (1) whole never sets what it unsets.
+    assert commands_of(finding) == [[UNSET], [f"export {OVERRIDE}=3"], AUTO]
+    assert OVERRIDE in finding.remedies[1].text and "3" in finding.remedies[1].text
 
 
 def test_invalid_hostile_value_is_shown_escaped(server: Facts) -> None:
@@ -133,8 +134,8 @@ def test_invalid_value_suggests_what_works_here(
     facts = vary(request.getfixturevalue(facts_name), caps=caps)
     assert best_valid(facts, assess_all(facts)) == suggested
     finding, _ = run(facts, "fa3")
-    first = [UNSET] + ([f"export {OVERRIDE}={suggested}"] if suggested else [])
-    assert commands_of(finding) == [first, AUTO]
+    alternative = [[f"export {OVERRIDE}={suggested}"]] if suggested else []
+    assert commands_of(finding) == [[UNSET], *alternative, AUTO]
 
 
 def test_best_valid_prefers_3_then_4_then_2(server: Facts, fa2_only: Facts) -> None:
@@ -213,15 +214,15 @@ def test_unavailable_names_every_reason(server: Facts) -> None:
     )
     assert finding.evidence["implementation"] == "fa3-sgl" and finding.evidence["value"] == "3"
     # fa3-sgl imports fine (the GPU is the problem): no reinstall, but the version that works here.
-    assert commands_of(finding) == [[UNSET, f"export {OVERRIDE}=4"], AUTO]
+    assert commands_of(finding) == [[UNSET], [f"export {OVERRIDE}=4"], AUTO]
 
 
 def test_unavailable_2_with_sglang(server: Facts) -> None:
     finding, _ = run(server, "2")
     assert finding.evidence["implementation"] is None and finding.evidence["sglang_flag"] is None
-    assert finding.detail.startswith("FA2 is pinned, but: SGLang 0.5.23's FlashAttentionBackend accepts fa_impl_ver 3")
+    assert finding.detail.startswith("FA2 is pinned, but: SGLang 0.5.23 has no fa2 backend")
     assert "SGLang has no FA2 backend" in finding.detail
-    assert commands_of(finding) == [[UNSET, f"export {OVERRIDE}=3"], AUTO]
+    assert commands_of(finding) == [[UNSET], [f"export {OVERRIDE}=3"], AUTO]
 
 
 def test_pinned_fa_that_will_not_import_gets_a_reinstall(broken_fa4: Facts) -> None:

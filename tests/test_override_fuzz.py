@@ -11,11 +11,13 @@ from fakeenv import H200, make_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fa_doctor.commands.check import CheckOptions, gather, run_checks
+from fa_doctor.commands.check import run_checks
 from fa_doctor.diagnose.derive import derive
 from fa_doctor.model.facts import Facts
+from fa_doctor.model.options import CheckOptions
 from fa_doctor.model.result import Result as Report
 from fa_doctor.probes.environment import OVERRIDE
+from fa_doctor.probes.gather import gather
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ def test_real_cpu_torch_in_venv() -> None:
     assert build.cuda is None
     assert build.hip is None
     assert build.cxx11_abi is True
-    assert "torch" not in set(sys.modules) - before  # its cost is benchmarks/static_check.py's to measure
+    assert "torch" not in set(sys.modules) - before  # its cost is benchmarks/static_stack.py's to measure
 
 
 def test_cu130_build_with_new_abi_lib(tmp_path: Path) -> None:

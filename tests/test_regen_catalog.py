@@ -198,3 +198,62 @@ def test_fa2_wheel_url() -> None:
 @pytest.mark.parametrize("text", ['extra == "cu13"', "it's", "both ' and \"", "back\\slash", "plain"])
 def test_string_literals_round_trip(text: str) -> None:
     assert ast.literal_eval(rc._lit(text)) == text
+
+
+# ---- servers.py: the per-release server facts and the recorded install resolutions ---------------------------------
+
+
+def _servers() -> dict[str, object]:
+    import server_facts
+
+    from fa_doctor.catalog import servers
+
+    return {
+        "SGLANG": server_facts.expand(servers.SGLANG_CHOICES, servers.SGLANG_RULES, servers.SGLANG),
+        "KERNELS": servers.KERNELS,
+        "VLLM": servers.VLLM,
+        "INSTALLS": servers.INSTALLS,
+        "INSTALLS_SOURCE": servers.INSTALLS_SOURCE,
+    }
+
+
+def test_servers_render_gives_back_the_file_byte_for_byte() -> None:
+    import server_facts
+
+    from fa_doctor.catalog import servers
+
+    assert servers.GENERATED_ON == releases.GENERATED_ON
+    text = server_facts.render_servers(_servers(), servers.GENERATED_ON, rc.COMMAND)
+    assert text == rc.SERVERS_OUT.read_text(encoding="utf-8")
+
+
+def test_servers_cover_every_release_read() -> None:
+    import server_facts
+
+    from fa_doctor.catalog import servers
+
+    sglang = [v for v in releases.VERSIONS["sglang"] if rc._vkey(v) >= rc._vkey(server_facts.SGLANG_FROM)]
+    assert list(servers.SGLANG) == sglang and len(sglang) >= 71
+    assert list(servers.VLLM) == [v for v in releases.VERSIONS["vllm"] if rc._vkey(v) >= rc._vkey("0.6.0")]
+    for version, row in servers.SGLANG.items():
+        wheel = row["wheel"].split()[0]
+        assert wheel == releases.SOURCES["sglang"][version].split()[0]  # the artifact the metadata came from
+        assert row["requires_python"] == releases.REQUIRES_PYTHON["sglang"][version]
+        assert servers.INSTALLS[version], version  # every release had installs resolved
+        assert all(status.split(":")[0] in ("ok", "no", "unchecked") for _, status, _ in servers.INSTALLS[version])
+
+
+def test_an_install_pip_refused_is_never_printed() -> None:
+    """sglang 0.4.6 pins sgl-kernel==0.0.9.post2, which no index has: the FA3 repair says so instead."""
+    import resolve_installs
+
+    from fa_doctor.diagnose.plan import recipes
+    from fa_doctor.model.actions import PipInstall
+
+    facts = resolve_installs._facts("0.4.6", "2.6.0", "3.10")
+    (remedy,) = recipes.reinstall(facts, "fa3-sgl")
+    assert not any(isinstance(a, PipInstall) for a in remedy.actions)
+    assert "sgl-kernel==0.0.9.post2" in remedy.text and "pip's resolver found no consistent set" in remedy.text
+    ok = resolve_installs._facts("0.5.9", "2.9.1", "3.10")
+    (remedy,) = recipes.reinstall(ok, "fa3-sgl")
+    assert remedy.actions[0].requirements == ("sgl-kernel==0.3.21",)  # type: ignore[attr-defined]

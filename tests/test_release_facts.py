@@ -262,12 +262,12 @@ def test_dsl_before_the_split_is_not_missing_libs_core(cli: Any, fenv: FakeEnv, 
 def test_a_new_fa4_beta_is_a_catalog_change_only(fenv: FakeEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     """What `scripts/regen_catalog.py` writes for a new beta (its version and requirements) is all the planner
     needs: the install names it and its DSL closure follows its own pin."""
-    versions = {**releases.VERSIONS, "flash-attn-4": (*releases.VERSIONS["flash-attn-4"], "4.0.0b37")}
+    versions = {**releases.VERSIONS, "flash-attn-4": (*releases.VERSIONS["flash-attn-4"], "4.0.0b99")}
     requires = dict(releases.REQUIRES)
-    requires["flash-attn-4"] = {**requires["flash-attn-4"], "4.0.0b37": ("nvidia-cutlass-dsl>=4.8.1",)}
+    requires["flash-attn-4"] = {**requires["flash-attn-4"], "4.0.0b99": ("nvidia-cutlass-dsl>=4.8.1",)}
     monkeypatch.setattr(releases, "VERSIONS", versions)
     monkeypatch.setattr(releases, "REQUIRES", requires)
     fenv.torch("2.11.0+cu130", "13.0")
     (action,) = _pips((recipes.fa4(gather_facts(fenv), "fa4"),))
-    assert action.requirements == ("flash-attn-4[cu13]==4.0.0b37",)
-    assert ecosystem.requirement_on("flash-attn-4", "4.0.0b37", "nvidia-cutlass-dsl") == "nvidia-cutlass-dsl>=4.8.1"
+    assert action.requirements == ("flash-attn-4[cu13]==4.0.0b99",)
+    assert ecosystem.requirement_on("flash-attn-4", "4.0.0b99", "nvidia-cutlass-dsl") == "nvidia-cutlass-dsl>=4.8.1"

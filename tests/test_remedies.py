@@ -147,9 +147,12 @@ def test_remedy_three_only_when_something_pins(fenv: FakeEnv) -> None:
 
 
 def test_fix_commands(fenv: FakeEnv) -> None:
-    unset = remedies.unset_override(3)
-    assert remedy_lines(unset) == ("unset SGLANG_FLASHATTENTION_VERSION", "export SGLANG_FLASHATTENTION_VERSION=3")
+    fenv.torch()
+    unset, set3 = expand(remedies.unset_override(3), gather_facts(fenv))  # alternatives: one block each
+    assert remedy_lines(unset) == ("unset SGLANG_FLASHATTENTION_VERSION",)
+    assert remedy_lines(set3) == ("export SGLANG_FLASHATTENTION_VERSION=3",)
     assert fix_command(unset, "override.invalid") == 'eval "$(fa-doctor fix --unset-override)"'
+    assert fix_command(set3, "override.invalid") == 'eval "$(fa-doctor fix --unset-override --set 3)"'
     assert fix_command(remedies.auto_detect(), "x") == 'eval "$(fa-doctor fix --unset-override)"'
     assert fix_command(Remedy("text only"), "x") is None
     d = finding_dict(Finding("a.b", Severity.FAIL, "t", remedies=(unset,)))["remedies"][0]

@@ -143,3 +143,75 @@ def test_every_argv_arrives_whole(cli: Any, hostile: FakeEnv, tmp_path: Path) ->
             argv = ["-m", "pip", "uninstall", "-y", *action["names"]]
         assert argv in records, (argv, records)
     shutil.rmtree(fenv.root / "venv", ignore_errors=True)
+
+
+# ---- a block is pasted whole: alternatives are separate remedies, and a line carries a bounded amount ----------
+
+
+def _findings(fenv: FakeEnv, env: dict[str, str]) -> list[dict[str, Any]]:
+    """`check --no-smoke --json`'s findings, from the command itself (the remedies as the JSON renderer writes them)."""
+    from fa_doctor.commands import check
+    from fa_doctor.model.options import CheckOptions
+    from fa_doctor.render.shell import finding_dict
+
+    result = check.run(CheckOptions(python=fenv.python, smoke=False, env={**os.environ, **env}))
+    return [finding_dict(f) for f in result.findings]
+
+
+def test_alternatives_are_separate_blocks_each_safe_to_paste_whole(fenv: FakeEnv, tmp_path: Path) -> None:
+    """`unset NAME` and `export NAME=N` are two ways out, not two steps: pasting one remedy never sets what it unset."""
+    fenv.torch()
+    fenv.fa4()
+    env = {**gpu_env(tmp_path, H200), "SGLANG_FLASHATTENTION_VERSION": "5"}
+    doc = {"findings": _findings(fenv, env)}
+    seen = 0
+    for finding in doc["findings"]:
+        for remedy in finding["remedies"]:
+            kinds = {(a["kind"], a.get("name")) for a in remedy["actions"]}
+            names = {n for k, n in kinds if k in ("set-env", "unset-env")}
+            for name in names:
+                assert not {("set-env", name), ("unset-env", name)} <= kinds, (finding["id"], remedy["commands"])
+            seen += bool(names)
+            if remedy["fix"] and "--unset-override" in remedy["fix"]:
+                # its block, evaluated whole, leaves the variable as the hint says
+                script = "\n".join([*remedy["commands"], 'printf %s "${SGLANG_FLASHATTENTION_VERSION-unset}"'])
+                done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
+                                      env={"PATH": "/usr/bin:/bin", "SGLANG_FLASHATTENTION_VERSION": "5"})  # fmt: skip
+                want = remedy["fix"].split("--set ")[1].rstrip(')"') if "--set" in remedy["fix"] else "unset"
+                assert done.stdout == want, (remedy["commands"], done.stdout)
+    (invalid,) = [f for f in doc["findings"] if f["id"] == "override.invalid"]
+    assert [r["commands"] for r in invalid["remedies"][:2]] == [
+        ["unset SGLANG_FLASHATTENTION_VERSION"],
+        ["export SGLANG_FLASHATTENTION_VERSION=4"],
+    ]
+    assert seen >= 3
+
+
+@pytest.mark.parametrize("shape", ["many", "too-many", "long"])
+def test_a_printed_line_carries_a_bounded_amount_of_metadata(fenv: FakeEnv, tmp_path: Path, shape: str) -> None:
+    """sglang's METADATA is the target's, and hostile: 150 missing requirements, or ten of 380 characters each,
+    once printed one install line of 3,800 or 5,000 characters. Lines are now bounded, and what pip is given is
+    still exactly what the metadata asks (a line per dozen; an over-long requirement is named by `pip check`)."""
+    per_line, max_spec = 12, 100  # fa_doctor/diagnose/plan/satisfy.py: PER_LINE, MAX_SPEC
+
+    fenv.torch()
+    if shape in ("many", "too-many"):
+        reqs = [f"package-number-{k}>=1.0" for k in range(30 if shape == "many" else 150)]
+    else:
+        reqs = [f"pkg{k}>=0.1," + ",".join(f"!=1.{i}" for i in range(70)) for k in range(10)] + ["orjson>=3.9"]
+    fenv.dist("sglang", "0.5.23", {"sglang/__init__.py": ""}, requires=reqs, top_level=["sglang"])
+    (finding,) = [f for f in _findings(fenv, gpu_env(tmp_path, H200)) if f["id"] == "package.requirement"]
+    lines = [c for r in finding["remedies"] for c in r["commands"]]
+    bound = len(fenv.python) + per_line * (max_spec + 3) + 200
+    assert lines and max(map(len, lines)) <= bound, max(map(len, lines))
+    installed = [w for c in lines if " -m pip install " in c for w in c.split(" -c /dev/stdin ", 1)[1].split()]
+    if shape == "many":
+        assert sorted(w.strip("'") for w in installed) == sorted(reqs)
+        assert len([c for c in lines if " -m pip install " in c]) == -(-len(reqs) // per_line)
+    elif shape == "too-many":  # no wall of install lines: how many, and `pip check` lists them
+        assert installed == [] and lines == [f"{fenv.python} -m pip check"]
+        assert "150 requirements that are not installed" in finding["remedies"][0]["text"]
+    else:
+        assert [w.strip("'") for w in installed] == ["orjson>=3.9"]
+        assert any(c.endswith("-m pip check") for c in lines) and "not printed" in finding["remedies"][0]["text"]
+    assert all(len(r["text"]) < 2000 for r in finding["remedies"])

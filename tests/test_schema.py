@@ -237,6 +237,36 @@ def test_fix_apply_document(tmp_path: Path) -> None:
     assert doc["applied"]["ran"] and "package.unmanaged" in doc["fixed"]
 
 
+def test_fix_apply_dry_run_document_with_an_unfinished_apply(
+    fenv: FakeEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fix --apply --dry-run` (the proofs, a refused build) over an earlier apply's journal (its leftovers)."""
+    import tempfile
+
+    from fix_apply_fake import SitePip
+
+    from fa_doctor.commands.fix import FixOptions, run
+    from fa_doctor.fix import journal
+    from fa_doctor.model.options import CheckOptions
+    from fa_doctor.render.json import JsonRenderer
+
+    fenv.torch()
+    fenv.fa2(native=False)
+    fenv.fa4()
+    SitePip(fenv.site, tmp_path / "pipctl")
+    temp = tmp_path / "tmp"
+    (temp / "fa-doctor-apply-old").mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    book = journal.Journal(str(temp / "fa-doctor-apply-old" / "journal.json"), fenv.python, [str(fenv.site)])
+    book.add(0, "moved /x to /x.fa-doctor-backup", "mv -n -- /x.fa-doctor-backup /x", {"kind": "move", "src": "/x",
+             "dst": "/x.fa-doctor-backup"})  # fmt: skip
+    env = {"PATH": os.environ.get("PATH", ""), "XDG_CACHE_HOME": str(tmp_path / "c"), "CUDA_HOME": str(tmp_path / "n")}
+    result = run(FixOptions(CheckOptions(python=fenv.python, smoke=False, env=env), apply=True, dry_run=True))
+    doc = valid(JsonRenderer().format(result), "fix --apply --dry-run, unfinished apply")
+    assert doc["dry_run"] and doc["applied"]["proven"] and doc["applied"]["leftovers"]
+    assert any(r.get("fix_refused") for f in doc["findings"] for r in f["remedies"])
+
+
 def test_merge_documents(cli: Any, tmp_path: Path) -> None:
     folder = write(
         tmp_path / "reports", {f"n{i}": report(f"n{i}", findings=(REQUIREMENT,) if i else ()) for i in range(3)}

@@ -9,6 +9,7 @@ knows a version by heart. Requirement lines are parsed with `packaging`, as pip 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -76,7 +77,8 @@ def latest(name: str, *, pre: bool = False) -> str | None:
     return max(pool)[1] if pool else None
 
 
-def _requirements(name: str, version: str) -> list[Requirement]:
+@lru_cache(maxsize=4096)
+def _requirements(name: str, version: str) -> tuple[Requirement, ...]:
     from packaging.requirements import InvalidRequirement, Requirement
 
     from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
@@ -87,7 +89,7 @@ def _requirements(name: str, version: str) -> list[Requirement]:
             out.append(Requirement(line))
         except InvalidRequirement:
             continue
-    return out
+    return tuple(out)
 
 
 def _unconditional(req: Requirement, extras: tuple[str, ...] = ()) -> bool:
@@ -115,10 +117,15 @@ def pin(name: str, version: str, dep: str) -> str | None:
     return m.group(1) if m and "*" not in m.group(1) else None
 
 
-def releases_pinning(name: str, dep: str, dep_version: str) -> tuple[str, ...]:
-    """Releases of `name` that pin `dep` to `dep_version` (public part compared), newest first."""
+def releases_pinning(name: str, dep: str, dep_version: str, python: tuple[int, int] | None = None) -> tuple[str, ...]:
+    """Releases of `name` that pin `dep` to `dep_version` (public part compared), newest first; with `python`,
+    only those whose Requires-Python admits it."""
     want = _version(dep_version.split("+", 1)[0])
-    hits = [v for v in versions(name) if (p := pin(name, v, dep)) and _version(p.split("+", 1)[0]) == want]
+    hits = [
+        v
+        for v in versions(name)
+        if (p := pin(name, v, dep)) and _version(p.split("+", 1)[0]) == want and admits_python(name, v, python)
+    ]
     return tuple(sorted(hits, key=_key, reverse=True))
 
 
@@ -159,6 +166,14 @@ def pypi_torch_cuda(torch_version: str) -> int | None:
         if m:
             return int(m.group(1))  # 2.11 and later declare cuda-toolkit[...]==13.0.x
     return None
+
+
+def kernel_torch(kernel: str, version: str) -> str | None:
+    """The torch a kernel release that declares none is built for: the one every sglang release pinning it pins
+    (None when they disagree or none pins it)."""
+    torches = {pin(names.SGLANG, s, names.TORCH) for s in releases_pinning(names.SGLANG, kernel, version)}
+    torches.discard(None)
+    return torches.pop() if len(torches) == 1 else None
 
 
 def sgl_kernel_cuda(version: str) -> int | None:
@@ -207,11 +222,54 @@ def dsl_closure(version: str, cuda_major: int | None) -> tuple[str, ...]:
     return tuple(sorted(seen, key=lambda n: order.get(n, len(order))))
 
 
-def fa4_install_spec(cuda_major: int | None) -> str:
-    """A requirement for flash-attn-4 that pip resolves: it has only pre-releases, so name the newest one."""
-    newest = latest(names.FLASH_ATTN_4, pre=True)
+def fa4_install_spec(
+    cuda_major: int | None,
+    pins: Mapping[str, str] | None = None,
+    wanted: str | None = None,
+    python: tuple[int, int] | None = None,
+) -> str | None:
+    """A requirement for flash-attn-4 that pip resolves: it has only pre-releases, so name one: the newest whose
+    requirements admit the server's exact `pins` (name -> version: a server pinning nvidia-cutlass-dsl==4.6.0
+    rules out the betas that need >= 4.6.2), that the server's own requirement `wanted` (">=4.0.0b18",
+    "==4.0.0b15") admits, and whose Requires-Python admits `python`. None when no release fits."""
+    from packaging.specifiers import SpecifierSet
+
     extra = "[cu13]" if cuda_major == 13 else ""
-    return f"{names.FLASH_ATTN_4}{extra}=={newest}" if newest else f"{names.FLASH_ATTN_4}{extra}"
+    extras = ("cu13",) if cuda_major == 13 else ()
+    allowed = SpecifierSet(re.sub(r"^[A-Za-z0-9._-]+(\[[^\]]*\])?", "", wanted or ""))
+    for version in sorted(versions(names.FLASH_ATTN_4), key=_key, reverse=True):
+        have = _version(version)
+        if (
+            have is None
+            or not allowed.contains(have, prereleases=True)
+            or not admits_python(names.FLASH_ATTN_4, version, python)
+        ):
+            continue
+        clash = False
+        for req in _requirements(names.FLASH_ATTN_4, version):
+            pinned = (pins or {}).get(_norm(req.name))
+            got = _version(pinned) if pinned else None
+            if got is not None and _unconditional(req, extras) and not req.specifier.contains(got, prereleases=True):
+                clash = True
+                break
+        if not clash:
+            return f"{names.FLASH_ATTN_4}{extra}=={version}"
+    return None
+
+
+def admits_python(name: str, version: str, python: tuple[int, int] | None) -> bool:
+    """Whether `name==version`'s Requires-Python admits this Python (True when either is unknown)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
+    spec = releases.REQUIRES_PYTHON.get(_norm(name), {}).get(version.split("+", 1)[0], "")
+    if python is None or not spec:
+        return True
+    try:
+        return SpecifierSet(spec).contains(f"{python[0]}.{python[1]}", prereleases=True)
+    except InvalidSpecifier:
+        return True
 
 
 # ---- FA2 release wheels --------------------------------------------------------------------------------------

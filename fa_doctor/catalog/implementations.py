@@ -46,8 +46,10 @@ FA2 = Implementation(
     distributions=(names.FLASH_ATTN,),
     module="flash_attn",
     native=("flash_attn_2_cuda",),
-    majors=frozenset({8, 9, 10, 11, 12}),
-    note="release wheels carry sm_80/sm_90 (+sm_100/sm_120 when built with CUDA >= 12.8), no PTX",
+    # flash-attn 2.8.3.post2 setup.py's cc_flag: sm_80, sm_90, and with CUDA >= 12.8 sm_100 and sm_120; no sm_110,
+    # no PTX (sm_80's cubin also runs on 8.6/8.9, sm_100's on 10.3, sm_120's on 12.1).
+    majors=frozenset({8, 9, 10, 12}),
+    note="release wheels carry sm_80/sm_90 (+sm_100/sm_120 when built with CUDA >= 12.8), no sm_110, no PTX",
 )
 FA3_SGL = Implementation(
     key="fa3-sgl",
@@ -82,7 +84,9 @@ FA4 = Implementation(
 FA4_SGLANG = Implementation(
     key="fa4-sglang",
     version=4,
-    label="FA4 (SGLang's vendored copy)",
+    # SGLang's own vendored copy, or (SGLang 0.5.3rc2-0.5.8.post1) the copy inside the sgl-kernel wheel it calls
+    # with ver=4: SglangFacts.fa4_module / fa4_from say which (catalog/servers.py).
+    label="FA4 (SGLang's bundled copy)",
     distributions=(names.SGLANG,),
     module="sglang.kernels.ops.attention.flash_attn.cute",
     majors=frozenset({8, 9, 10, 11, 12}),
@@ -100,4 +104,9 @@ VLLM_FA = Implementation(
 IMPLEMENTATIONS: tuple[Implementation, ...] = (FA2, FA3_SGL, FA3, FA4, FA4_SGLANG, VLLM_FA)
 BY_KEY = {impl.key: impl for impl in IMPLEMENTATIONS}
 # The compute capabilities each FA major version supports, as a user reads them (explain's texts use this).
-SUPPORTED_TEXT = {2: "8.0 and newer", 3: "8.0 and 9.0", 4: "9.0-12.x (sm_90, sm_100/sm_103/sm_110, sm_120/sm_121)"}
+# FA4: flash-attn-4 4.0.0b5 and later check `arch // 10 in [8, 9, 10, 11, 12]` (cute/interface.py; 4.0.0b4: 9-11).
+SUPPORTED_TEXT = {
+    2: "8.x, 9.x, 10.x and 12.x (release wheels: sm_80, sm_90, sm_100, sm_120; no sm_110)",
+    3: "8.0 and 9.0",
+    4: "8.x-12.x (sm_80 to sm_121; flash-attn-4 4.0.0b4: 9.x-11.x)",
+}

@@ -3,8 +3,7 @@
 Each rule was read in the released artifact it names (wheels fetched with `pip download --no-deps`):
 - sglang 0.5.23 `srt/environ.py` (EnvBool) and `utils/common.py` (get_bool_env_var);
 - flash-attn 2.8.3.post2 `flash_attn_interface.py` (FLASH_ATTENTION_TRITON_AMD_ENABLE == "TRUE");
-- vllm 0.14.1 `envs.py` / `config/attention.py` / `fa_utils.py` (VLLM_FLASH_ATTN_VERSION; 0.15.0 and later
-  never read it, and their `--attention-config.flash_attn_version` accepts 2 or 3 only);
+- vLLM's VLLM_FLASH_ATTN_VERSION and `--attention-config.flash_attn_version`: per release, in servers.py (VLLM);
 - flash-attn-4 4.0.0b36 `cute/interface.py` (FLASH_ATTENTION_ARCH) and `cute/cache_utils.py` (the compile cache:
   FLASH_ATTENTION_CUTE_DSL_CACHE_DIR is read only when FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED is exactly "1",
   and then the folder is created at import, so an unwritable one raises PermissionError);
@@ -24,9 +23,7 @@ SGLANG_GET_BOOL = ("true", "1", "false", "0")  # get_bool_env_var: only true/1 a
 TRITON_AMD = "FLASH_ATTENTION_TRITON_AMD_ENABLE"
 TRITON_AMD_ON = "TRUE"  # compared exactly, no case folding
 
-VLLM_FA_VERSION = "VLLM_FLASH_ATTN_VERSION"
-VLLM_STOPPED_READING = "0.15.0"  # the first vLLM release that ignores VLLM_FLASH_ATTN_VERSION
-VLLM_CONFIG_FA_VERSIONS = (2, 3)  # --attention-config.flash_attn_version in vLLM >= 0.15.0
+VLLM_FA_VERSION = "VLLM_FLASH_ATTN_VERSION"  # which releases read it, and what they accept: servers.py VLLM
 
 FA4_ARCH = "FLASH_ATTENTION_ARCH"
 FA4_CACHE_ENABLED = "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED"

@@ -3,10 +3,14 @@
 - `fix --unset-override [--set N] [--shell S] [--env-file F ...] [--dry-run]`: a child cannot change its parent
   shell, so it prints shell code for `eval "$(fa-doctor fix --unset-override)"`; with `--env-file` it also
   removes (or rewrites) the override's line in those files, atomically and with a backup.
-- `fix [--plan]`: the repairs of the current findings, as typed actions, one remedy per finding.
+- `fix [--plan]`: the repairs of the current findings, as typed actions, one remedy per finding: the first one
+  the planner marked as fa-doctor's (`diagnose.plan.feasible`, the rule `--apply` refuses by).
 - `fix --apply [--yes]`: runs them in the target interpreter as one transaction (fa_doctor.fix.apply: every
   step proven first, each change journalled, a failure or an interrupt undone), then re-runs the check and says
-  what is now fixed.
+  what is now fixed. A step that cannot be proven holds back its own finding's repair only.
+- `fix --apply --dry-run`: the plan and every proof; nothing changes, nothing is asked.
+- An apply that did not finish (SIGKILL) leaves its journal: the next `--apply` names it and refuses until it is
+  resolved by `undo` (put back) or `discard_journal` (keep the environment as it is).
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ class FixOptions:
     only: tuple[str, ...] = ()  # finding ids; empty: every failing or warning finding
     timeout: float | None = None  # per step; None: each kind of step's own bound (fa_doctor.fix.apply)
     allow_torch_change: bool = False  # take remedies that replace torch (marked by the planner)
+    dry_run: bool = False  # with apply: prove every step and stop; nothing changes
+    undo: bool = False  # put back what an unfinished apply on this target left in effect (its journal)
+    discard_journal: bool = False  # keep the environment as an unfinished apply left it; drop its journal
 
 
 def unset_override(options: OverrideOptions) -> Result:
@@ -87,47 +94,101 @@ def plan_steps(
     findings: Sequence[Finding], only: Sequence[str] = (), allow_torch_change: bool = False
 ) -> tuple[PlanStep, ...]:
     """For each failing or warning finding (or those named by --only), worst first, the first remedy whose
-    actions fa-doctor can carry out; a repair two findings share runs once. A remedy that replaces torch is
-    taken only with `allow_torch_change`."""
-    from fa_doctor.model.actions import RunCommand, SetEnv, UnsetEnv
+    actions fa-doctor can carry out (the planner did not mark it refused); a repair two findings share runs once.
+    A remedy that replaces torch is taken only with `allow_torch_change`."""
+    return _choose(findings, only, allow_torch_change)[0]
+
+
+def _wanted(f: Finding, only: Sequence[str]) -> bool:
+    return f.id in only if only else f.severity in (Severity.FAIL, Severity.WARN)
+
+
+def _choose(
+    findings: Sequence[Finding], only: Sequence[str], allow_torch_change: bool
+) -> tuple[tuple[PlanStep, ...], tuple[str, ...]]:
+    """The steps, and for each the repair it belongs to (a finding's id; findings that share a step are one
+    repair): `fix --apply` holds back a refused step's repair only."""
+    from fa_doctor.diagnose.plan.feasible import runnable
     from fa_doctor.render.shell import describe, render
 
     steps: list[PlanStep] = []
-    seen: set[object] = set()
+    owner: dict[object, int] = {}  # action -> index of the step that runs it
+    parent: dict[str, str] = {}
+
+    def root(fid: str) -> str:
+        while parent.get(fid, fid) != fid:
+            fid = parent[fid]
+        return fid
+
     for f in sorted(findings, key=lambda f: -f.severity.rank):
-        if only and f.id not in only:
-            continue
-        if not only and f.severity not in (Severity.FAIL, Severity.WARN):
+        if not _wanted(f, only):
             continue
         for remedy in f.remedies:
-            if remedy.replaces_torch and not allow_torch_change:
+            if (remedy.replaces_torch and not allow_torch_change) or remedy.refused:
                 continue
             # Repairs only: a command to run (`nvidia-smi`, `fa-doctor check`) diagnoses, it repairs nothing;
             # a variable of the calling shell is `fix --unset-override`'s job (eval), not something a child can do.
-            runnable = [a for a in remedy.actions if not isinstance(a, (RunCommand, SetEnv, UnsetEnv))]
-            if not runnable:
+            actions = [a for a in remedy.actions if runnable(a)]
+            if not actions:
                 continue
-            for action in runnable:
-                if action in seen:  # two findings, one repair: run it once
+            parent.setdefault(f.id, f.id)
+            for action in actions:
+                if action in owner:  # two findings, one repair: run it once, and they stand or fall together
+                    parent[root(f.id)] = root(steps[owner[action]].finding)
                     continue
-                seen.add(action)
+                owner[action] = len(steps)
                 steps.append(PlanStep(f.id, remedy.text, action, describe(action), render(action)))
             break
-    return tuple(steps)
+    return tuple(steps), tuple(root(s.finding) for s in steps)
+
+
+def _not_doable(findings: Sequence[Finding], steps: Sequence[PlanStep], only: Sequence[str]) -> Finding | None:
+    """Findings left out of the plan because fa-doctor cannot carry out their repair here: said, with why."""
+    planned = {s.finding for s in steps}
+    why = {
+        f.id: next(r.refused for r in f.remedies if r.refused)
+        for f in findings
+        if _wanted(f, only) and f.id not in planned and any(r.refused for r in f.remedies)
+    }
+    if not why:
+        return None
+    return Finding(
+        "fix.not_doable",
+        Severity.INFO,
+        f"Not planned: fa-doctor cannot carry out the repair of {', '.join(sorted(why))} here",
+        "Its remedy is printed above to run by hand where it can run; `fix --apply` would refuse it here: "
+        + "; ".join(f"{fid}: {reason}" for fid, reason in sorted(why.items())),
+        {"findings": dict(sorted(why.items()))},
+    )
 
 
 def plan(
     options: FixOptions, progress: Progress | None = None, pending: TargetProbe | None = None
 ) -> tuple[Result, tuple[PlanStep, ...]]:
+    result, steps, _ = _plan(options, progress, pending)
+    return result, steps
+
+
+def _plan(
+    options: FixOptions, progress: Progress | None, pending: TargetProbe | None
+) -> tuple[Result, tuple[PlanStep, ...], tuple[str, ...]]:
     from fa_doctor.commands import check
 
     before = check.run(options.check, progress, pending)
-    steps = plan_steps(before.findings, options.only, options.allow_torch_change)
+    steps, groups = _choose(before.findings, options.only, options.allow_torch_change)
     payload = FixPayload("plan", plan=steps, check=before.check)
     unknown = sorted(set(options.only) - {f.id for f in before.findings})
     held = None if options.allow_torch_change else _held_for_torch(before.findings, steps, options.only)
-    extra = tuple(f for f in (_unknown_only(unknown, before.findings) if unknown else None, held) if f is not None)
-    return replace(before, command="fix", payload=payload, findings=(*before.findings, *extra)), steps
+    extra = tuple(
+        f
+        for f in (
+            _unknown_only(unknown, before.findings) if unknown else None,
+            held,
+            _not_doable(before.findings, steps, options.only),
+        )
+        if f is not None
+    )
+    return replace(before, command="fix", payload=payload, findings=(*before.findings, *extra)), steps, groups
 
 
 def _held_for_torch(findings: Sequence[Finding], steps: Sequence[PlanStep], only: Sequence[str]) -> Finding | None:
@@ -171,11 +232,17 @@ def run(
     pending: TargetProbe | None = None,
     confirm: Confirm | None = None,
 ) -> Result:
-    """Plan; with `apply`, confirm, apply, re-check. TargetError propagates (exit code 2)."""
-    planned, steps = plan(options, progress, pending)
+    """Plan; with `apply`, confirm, apply, re-check (with `dry_run`: prove only). `undo` / `discard_journal`
+    resolve an unfinished apply's journal instead. TargetError propagates (exit code 2)."""
+    planned, steps, groups = _plan(options, progress, pending)
+    if options.undo or options.discard_journal:
+        return _resolve(options, planned, progress)
+    stale = _stale(planned, options)  # an unfinished apply on this target: named in every mode
+    if stale and not (options.apply and options.dry_run and steps):
+        return replace(planned, findings=(*planned.findings, *stale))  # and nothing is applied over it
     if not options.apply or not steps:
         return planned
-    if confirm is not None and not confirm(steps):
+    if not options.dry_run and confirm is not None and not confirm(steps):
         extra = Finding("fix.declined", Severity.INFO, "Nothing was applied: the plan was declined", "")
         return replace(planned, findings=(*planned.findings, extra))
     from fa_doctor.commands import check
@@ -191,7 +258,13 @@ def run(
         progress=progress,
         torch_moves=moves,
         sys_path=target.sys_path if target else None,
+        groups=groups,
+        dry_run=options.dry_run,
     )
+    if options.dry_run or applied.blocked:  # nothing changed: the plan as it was, with the proofs (or the refusal)
+        payload = FixPayload("plan", dry_run=options.dry_run, plan=steps, applied=applied, check=planned.check)
+        shown = (*planned.findings, *_apply_findings(applied, options.check.target_args))
+        return replace(planned, findings=shown, payload=payload)
     if applied.interrupted is not None:  # no re-check: say what ran, what was undone, and stop with 128+N
         payload = FixPayload("apply", plan=steps, applied=applied, check=planned.check)
         stopped = (*planned.findings, *_apply_findings(applied))
@@ -211,12 +284,38 @@ def run(
     return Result("fix", tuple(findings), payload, after.timings, options.check.strict)
 
 
+def _stale(planned: Result, options: FixOptions) -> list[Finding]:
+    from fa_doctor.fix import stale
+    from fa_doctor.fix.apply_findings import stale_finding
+
+    target = planned.check.target
+    if target is None:
+        return []
+    return [stale_finding(left, options.check.target_args) for left in stale.find(target.executable, target.sys_path)]
+
+
+def _resolve(options: FixOptions, planned: Result, progress: Progress | None) -> Result:
+    """--undo / --discard-journal: act on the unfinished applies of this target, then check again."""
+    from fa_doctor.commands import check
+    from fa_doctor.fix import stale
+    from fa_doctor.fix.apply_findings import resolved
+
+    target = planned.check.target
+    python = target.executable if target else (options.check.python or "python3")
+    found = stale.find(python, target.sys_path if target else ())
+    outcomes = [(left, stale.undo(left) if options.undo else stale.discard(left)) for left in found]
+    after = check.run(options.check, progress) if outcomes and options.undo else planned
+    findings = (*after.findings, *resolved(outcomes, "undo" if options.undo else "discard"))
+    payload = FixPayload("resolve", check=after.check)
+    return Result("fix", findings, payload, after.timings, options.check.strict)
+
+
 def _torch_moves(findings: Sequence[Finding]) -> tuple[Action, ...]:
     """The actions of remedies the planner marked as moving torch (taken only with --allow-torch-change)."""
     return tuple(a for f in findings for r in f.remedies if r.replaces_torch for a in r.actions)
 
 
-def _apply_findings(applied: ApplyResult) -> list[Finding]:
+def _apply_findings(applied: ApplyResult, target: Sequence[str] = ()) -> list[Finding]:
     from fa_doctor.fix.apply_findings import findings
 
-    return findings(applied)
+    return findings(applied, tuple(target))

@@ -39,10 +39,7 @@ def run_edit(action: EditFile, index: int, book: Journal) -> tuple[str, str]:
     if not (result.changed and result.backup):
         return f"{action.path}: nothing to change", ""
     path, backup = result.path, result.backup
-
-    def undo() -> None:
-        os.replace(backup, os.path.realpath(path))
-
-    by_hand = f"mv -- {backup} {os.path.realpath(path)}"
-    book.add(index, f"edited {path} (backup {backup})", by_hand, undo)
+    real = os.path.realpath(path)
+    by_hand = f"mv -- {backup} {real}"
+    book.add(index, f"edited {path} (backup {backup})", by_hand, {"kind": "edit", "path": real, "backup": backup})
     return f"edited {action.path} (backup {backup})", by_hand

@@ -1,11 +1,11 @@
 """Remove or rewrite the override's assignment in env files, keeping every other byte.
 
-Each file is read whole by a small tokenizer for its dialect (fa_doctor/fix/dialects: sh/bash/zsh, fish,
-PowerShell, systemd units, dotenv), which knows continuations, compound statements, quoted strings and heredocs.
-Only real assignments change; where deleting one would change what the rest means it becomes a neutral statement;
-whatever cannot be placed with certainty is refused with the line and the reason, and the file stays as it was.
-Reading, encodings (UTF-16 with a BOM too), hard links and the atomic write that keeps owner, mode, ACLs and
-xattrs are in envfile_io. Diffs show only the changed lines, with secret-looking values hidden (fa_doctor.render.scrub).
+Each file is read whole by a small tokenizer for its dialect (fa_doctor/fix/dialects: sh/bash/zsh, systemd units,
+dotenv), which knows continuations, compound statements, quoted strings and heredocs. Only plain assignments are
+edited; a file with any other line that may set the override (the name quoted or split, `read`, `printf -v`,
+`${N:=3}`, `eval`, `source`...) is refused with every such line as FILE:LINE, and stays as it was. fish, PowerShell
+and csh files are refused the same way. Reading, encodings, hard links and the atomic write that keeps owner, mode,
+ACLs and xattrs are in envfile_io. Diffs show only the changed lines, with secret-looking values hidden.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 from fa_doctor.diagnose.derive.pin import VALID
 from fa_doctor.fix import envfile_io
-from fa_doctor.fix.dialects import Plan, Unsafe, apply, assigns_somewhere, detect, line_of, planner
+from fa_doctor.fix.dialects import Plan, apply, detect, line_of, planner
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.render.scrub import hide_secret_values
 
 MAX_BYTES = envfile_io.MAX_BYTES
+_SHOWN = 12  # refused lines named in the error; the rest are counted
 _LAST_NOTE = "Files take effect in new shells and services; the running shell keeps its value."
 
 
@@ -36,32 +37,32 @@ class EditResult:
     notes: tuple[str, ...] = ()
 
 
-def _plan(text: str, value: str | None, dialect: str) -> Plan:
-    """Raises ValueError with a line and a reason where the file cannot be edited safely."""
+def _plan(path: str, text: str, value: str | None, dialect: str) -> Plan:
+    """Raises ValueError naming PATH:LINE for every line that may set the override in a form not edited."""
     try:
-        return planner(dialect)(text, value)
-    except Unsafe as e:
-        if "cannot read this file" in e.reason and not assigns_somewhere(text):
-            return Plan()  # it only reads or unsets the variable: nothing to do, whatever else it holds
-        raise ValueError(f"{e}; edit it by hand") from None
+        plan = planner(dialect)(text, value)
     except RecursionError:
-        raise ValueError("it nests substitutions or blocks too deeply for fa-doctor; edit it by hand") from None
+        raise ValueError(f"{path}: it nests substitutions or blocks too deeply for fa-doctor") from None
+    if plan.refusals:
+        lines = sorted(plan.refusals.items())
+        said = [f"{path}:{line}: {why}" for line, why in lines[:_SHOWN]]
+        more = [f"and {len(lines) - _SHOWN} more lines"] if len(lines) > _SHOWN else []
+        raise ValueError("; ".join([*said, *more]) + f"; fa-doctor cannot prove that {path} leaves {OVERRIDE} alone")
+    return plan
 
 
-def rewrite(text: str, value: str | None, dialect: str | None = None) -> tuple[str, list[int]]:
+def rewrite(text: str, value: str | None, dialect: str | None = None, path: str = "FILE") -> tuple[str, list[int]]:
     """The whole text rewritten, and the 1-based numbers of the lines that changed. Raises ValueError."""
-    new, changed, _notes = _rewrite(text, value, dialect or detect("", text))
+    new, changed, _notes = _rewrite(path, text, value, dialect or detect("", text))
     return new, changed
 
 
-def _rewrite(text: str, value: str | None, dialect: str) -> tuple[str, list[int], list[str]]:
-    if OVERRIDE not in text:
-        return text, [], []
-    plan = _plan(text, value, dialect)
+def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str, list[int], list[str]]:
+    plan = _plan(path, text, value, dialect)
     try:
         new = apply(text, plan.changes)
     except ValueError:
-        raise ValueError("fa-doctor found overlapping edits; edit it by hand") from None
+        raise ValueError(f"{path}: fa-doctor found overlapping edits") from None
     changed = sorted({line_of(text, c.start) for c in plan.changes if text[c.start : c.end] != c.new})
     return new, changed, plan.notes
 
@@ -100,9 +101,9 @@ def edit(path: str, *, set_value: int | None, dry_run: bool) -> EditResult:
     except ValueError:  # a NUL byte in the path
         return EditResult(path, False, error=f"{path!r} is not a usable path")
     try:
-        new, _changed, notes = _rewrite(text, value, detect(path, text))
+        new, _changed, notes = _rewrite(path, text, value, detect(path, text))
     except ValueError as e:
-        return EditResult(path, False, error=f"{path}: {e}; the file is unchanged")
+        return EditResult(path, False, error=f"{e}; the file is unchanged: edit it by hand")
     if new == text:
         return EditResult(path, False)
     diff = _diff(path, text, new)

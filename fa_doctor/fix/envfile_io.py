@@ -1,7 +1,7 @@
 """Reading and replacing an env file: bounded, never blocking, byte-exact, keeping owner, mode, ACLs and xattrs.
 
 Encodings: UTF-8 (bytes that are not UTF-8 survive through surrogateescape), and UTF-8, UTF-16 or UTF-32 with a
-byte-order mark (Windows PowerShell 5.1 writes profiles in UTF-16 LE with a BOM). A file is edited only if its
+byte-order mark (Windows editors save env files in UTF-16 LE with one). A file is edited only if its
 text encodes back to exactly the bytes read. Hard-linked files are refused: a rename would leave the other names
 with the old value.
 """

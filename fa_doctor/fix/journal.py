@@ -7,8 +7,10 @@
   new version (its RECORD) are removed, then each saved file is renamed back over its old path. A distribution
   without a RECORD cannot be snapshot, so no step may replace or remove it (checked in `proofs`).
 - An env-file edit is undone by renaming the backup `envfile` kept over the file.
-The journal file (JSON, rewritten and fsynced after each change) names every change and its undo in words, so
-even after a SIGKILL the state can be read and put back by hand.
+The journal file (JSON, rewritten and fsynced after each change) names every change and its undo in words and as
+data, with the target it was for and the process that wrote it: after a SIGKILL the next `fix --apply` finds it
+(`fa_doctor.fix.stale`), names it, and puts it back (`undo_of` the same data) or drops it when asked. Each saved
+folder also holds a `manifest.json` of what it saved, so it can be put back even when the journal is gone.
 """
 
 from __future__ import annotations
@@ -20,13 +22,17 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fa_doctor.probes.files import read
 from fa_doctor.process.atomic import write_atomic
 
 _RECORD_BYTES = 32 << 20
+SCHEMA = "fa-doctor.apply-journal/2"
+MANIFEST = "manifest.json"
+UNDO_PREFIX = ".fa-doctor-undo-"
 
 
 class SnapshotError(Exception):
@@ -58,12 +64,34 @@ class Snapshot:
     folder: str
     files: list[tuple[str, str]] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "location": self.location, "folder": self.folder,
+                "files": [list(f) for f in self.files]}  # fmt: skip
 
-def take(name: str, version: str, location: str, metadata_dir: str) -> Snapshot:
-    """Hard-link (or copy) every file of the distribution into a fresh hidden folder inside `location`."""
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
+        """Raises SnapshotError when `d` is not one: a journal is read back after a crash, by path only."""
+        try:
+            snap = cls(str(d["name"]), str(d["version"]), str(d["location"]), str(d["folder"]))
+            snap.files = [(str(a), str(b)) for a, b in d["files"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SnapshotError(f"a saved copy's description cannot be read ({exc})") from None
+        folder = os.path.normpath(snap.folder)
+        inside = os.path.dirname(folder) == os.path.normpath(snap.location)
+        inside = inside and os.path.basename(folder).startswith(UNDO_PREFIX)
+        if not inside or not all(os.path.isabs(a) and os.path.dirname(b) == snap.folder for a, b in snap.files):
+            raise SnapshotError(f"{snap.folder}: its saved files do not lie where fa-doctor puts them; left alone")
+        return snap
+
+
+def take(name: str, version: str, location: str, metadata_dir: str, about: Mapping[str, Any] | None = None) -> Snapshot:
+    """Hard-link (or copy) every file of the distribution into a fresh hidden folder inside `location`, with a
+    manifest of what it holds (and `about`: the step that replaces it), so it can be put back without the journal."""
     paths = record_files(location, metadata_dir)
+    for where, _, files in os.walk(metadata_dir):  # the metadata folder whole, listed in its RECORD or not
+        paths += [p for p in (os.path.join(where, f) for f in files) if p not in paths]
     try:
-        folder = tempfile.mkdtemp(prefix=".fa-doctor-undo-", dir=location)
+        folder = tempfile.mkdtemp(prefix=UNDO_PREFIX, dir=location)
     except OSError as exc:
         raise SnapshotError(f"cannot write in {location}: {exc.strerror or exc}") from None
     snap = Snapshot(name, version, location, folder)
@@ -79,6 +107,9 @@ def take(name: str, version: str, location: str, metadata_dir: str) -> Snapshot:
                     raise
                 shutil.copy2(path, saved, follow_symlinks=False)
             snap.files.append((path, saved))
+        write_atomic(
+            os.path.join(folder, MANIFEST), json.dumps({**snap.to_dict(), **(about or {})}).encode(), mode=0o600
+        )
     except OSError as exc:
         discard(snap)
         raise SnapshotError(
@@ -133,46 +164,151 @@ def restore(snap: Snapshot, wrote: Iterable[str] = ()) -> None:
     discard(snap)
 
 
+def undo_install(
+    snaps: Sequence[Snapshot], wrote: Sequence[str], before: Iterable[str], sys_path: Sequence[str]
+) -> None:
+    """Put back an install (or uninstall): remove what it wrote for the names in `wrote` (a copy whose metadata
+    folder was not there before), then every saved file. OSError propagates."""
+    from fa_doctor.fix.proofs import scan
+
+    kept = [path for snap in snaps for path, _ in snap.files]
+    wanted, old = set(wrote), set(before)
+    for dist in scan(sys_path, lambda n: n in wanted):
+        if dist.metadata_dir not in old:  # written by this step
+            remove_installed(dist.location, dist.normalized, kept)
+    for snap in snaps:
+        restore(snap)
+
+
+def undo_of(data: Mapping[str, Any]) -> Callable[[], None] | None:
+    """The undo of one journalled change, from its data (the same now and after a crash); None: none is known.
+    Raises SnapshotError for data that does not describe a change fa-doctor made."""
+    kind = data.get("kind")
+    if kind == "install":
+        snaps = [Snapshot.from_dict(d) for d in data.get("snapshots", ())]
+        wrote = [str(n) for n in data.get("wrote", ())]
+        before = [str(p) for p in data.get("before", ())]
+        search = [str(p) for p in data.get("sys_path", ())]
+        return lambda: undo_install(snaps, wrote, before, search)
+    if kind == "move":
+        src, dst = str(data["src"]), str(data["dst"])
+
+        def move_back() -> None:
+            if os.path.lexists(src):
+                raise OSError(f"{src} exists again; {dst} left where it is")
+            os.rename(dst, src)
+
+        return move_back
+    if kind == "edit":
+        edited, backup = str(data["path"]), str(data["backup"])
+        return lambda: os.replace(backup, edited)
+    return None
+
+
 @dataclass(slots=True)
 class Entry:
     step: int
     did: str  # what changed, in words
     undo_text: str  # how to put it back, in words (for a person, after a SIGKILL)
-    undo: Callable[[], None] | None  # None: it cannot be undone here
+    data: Mapping[str, Any]  # the same as data: `undo_of` rebuilds the undo from it (after a crash too)
+    undone: bool = False
+
+    @property
+    def undo(self) -> Callable[[], None] | None:
+        return undo_of(self.data)
+
+
+def started(pid: int) -> str | None:
+    """The kernel's start time of `pid` (a reused pid has another one), where /proc has it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
 
 
 class Journal:
-    """The changes of one run, newest last, mirrored to `path` after each one."""
+    """The changes of one run, newest last, mirrored to `path` after each one, with the target it is for and
+    the process that writes it."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, python: str = "", sys_path: Sequence[str] = ()) -> None:
         self.path = path
+        self.python = python
+        self.sys_path: tuple[str, ...] = tuple(sys_path)
         self.entries: list[Entry] = []
+        self.current: tuple[int, str] | None = None  # the step under way: (index, description)
+        self.state = "running"
+        self.writer: tuple[object, object] = (os.getpid(), started(os.getpid()))  # read back: who wrote it
 
-    def add(self, step: int, did: str, undo_text: str, undo: Callable[[], None] | None) -> None:
-        self.entries.append(Entry(step, did, undo_text, undo))
+    def begin(self, step: int, description: str) -> None:
+        """Say which step is under way before it changes anything (a SIGKILL may come before its entry)."""
+        self.current = (step, description)
         self.write()
 
-    def write(self, state: str = "running") -> None:
+    def add(self, step: int, did: str, undo_text: str, data: Mapping[str, Any]) -> None:
+        self.entries.append(Entry(step, did, undo_text, dict(data)))
+        self.write()
+
+    def write(self, state: str | None = None) -> None:
+        if state is not None:
+            self.state = state
+        pid = os.getpid()
         doc = {
-            "schema": "fa-doctor.apply-journal/1",
-            "state": state,
-            "changes": [{"step": e.step, "did": e.did, "undo": e.undo_text} for e in self.entries],
+            "schema": SCHEMA,
+            "state": self.state,
+            "python": self.python,
+            "sys_path": list(self.sys_path),
+            "pid": pid,
+            "pid_started": started(pid),
+            "current": None if self.current is None else {"step": self.current[0], "what": self.current[1]},
+            "changes": [
+                {"step": e.step, "did": e.did, "undo": e.undo_text, "data": dict(e.data), "undone": e.undone}
+                for e in self.entries
+            ],
         }
         with contextlib.suppress(OSError):
             write_atomic(self.path, json.dumps(doc, indent=1).encode(), mode=0o600)
 
     def rollback(self) -> tuple[list[tuple[Entry, str | None]], list[Entry]]:
-        """Undo every change, newest first: ([(entry, None or why its undo failed)], entries with no undo)."""
+        """Undo every change not undone yet, newest first: ([(entry, None or why its undo failed)], entries with
+        no undo). Each success is written to the journal as it happens."""
         done: list[tuple[Entry, str | None]] = []
         manual: list[Entry] = []
         for entry in reversed(self.entries):
-            if entry.undo is None:
-                manual.append(entry)
+            if entry.undone:
                 continue
             try:
-                entry.undo()
-            except (OSError, SnapshotError) as exc:
+                undo = entry.undo
+                if undo is None:
+                    manual.append(entry)
+                    continue
+                undo()
+            except (OSError, SnapshotError, KeyError) as exc:
                 done.append((entry, str(getattr(exc, "strerror", None) or exc)))
             else:
+                entry.undone = True
+                self.write()
                 done.append((entry, None))
         return done, manual
+
+
+def load(path: str) -> Journal:
+    """A journal another run wrote, read back (ValueError: it is not one fa-doctor can read)."""
+    from fa_doctor.probes.files import read as read_bounded
+
+    got = read_bounded(path, 16 << 20)
+    text = got.text() if not got.truncated else None
+    doc = json.loads(text) if text else None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise ValueError(f"{path} is not a journal this fa-doctor can read")
+    book = Journal(path, str(doc.get("python") or ""), [str(p) for p in doc.get("sys_path") or ()])
+    book.state = str(doc.get("state") or "")
+    current = doc.get("current")
+    if isinstance(current, dict):
+        book.current = (int(current.get("step", -1)), str(current.get("what", "")))
+    for c in doc.get("changes") or ():
+        data = c.get("data") if isinstance(c.get("data"), dict) else {}
+        book.entries.append(Entry(int(c.get("step", -1)), str(c.get("did", "")), str(c.get("undo", "")), data,
+                                  bool(c.get("undone"))))  # fmt: skip
+    book.writer = (doc.get("pid"), doc.get("pid_started"))
+    return book

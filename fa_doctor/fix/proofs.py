@@ -1,8 +1,10 @@
 """Before `fix --apply` changes anything, every step is proven; a step that cannot be proven is refused.
 
-- An install (and a build) names only packages or https URLs, never a path of the caller's directory; holds
-  the installed torch as an exact constraint; and passes pip's own resolver: `pip install --dry-run --report`
-  with the same constraints, in a folder fa-doctor made. The report says what pip would install: nothing
+- First the rule the planner marks remedies by (`fa_doctor.diagnose.plan.feasible.refusal`, on the target as read
+  now: `ground`): an install (and a build) names only packages or https URLs, never a path of the caller's
+  directory; holds the installed torch (an exact constraint, or `--no-deps`); a build needs nvcc and a CUDA torch.
+- Then an install passes pip's own resolver: `pip install --dry-run --report` with the same constraints, in a
+  folder fa-doctor made. The report says what pip would install: nothing
   there may replace torch (unless the step is a torch move the user allowed) or change a version the server
   pins, or replace a distribution that has two copies on the path (pip would take the server's), or one
   whose files are unknown (no RECORD: it could not be put back).
@@ -22,7 +24,8 @@ from dataclasses import dataclass, field
 
 from fa_doctor.catalog import names
 from fa_doctor.catalog.families import normalize
-from fa_doctor.model.actions import CONSTRAINTS_STDIN, BuildFromClone, MovePath, PipInstall, PipUninstall
+from fa_doctor.diagnose.plan import feasible
+from fa_doctor.model.actions import CONSTRAINTS_STDIN, Action, MovePath, PipInstall, PipUninstall
 from fa_doctor.model.install import Distribution
 
 # pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
@@ -33,9 +36,6 @@ NETWORK = re.compile(
     r"No route to host|Read timed out|Connection timed out|Could not resolve host|unable to access",
     re.IGNORECASE,
 )
-_REQ = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9._,-]*\])?\s*(?:[<>=!~].*)?\Z")
-_URL_REQ = re.compile(r"(?:[A-Za-z0-9][A-Za-z0-9._-]*(?:\[[A-Za-z0-9._,-]*\])?\s*@\s*)?https://\S+\Z")
-_FORBIDDEN_OPTIONS = ("-e", "--editable", "-r", "--requirement", "-c", "--constraint", "--src")
 
 
 class Refused(Exception):
@@ -69,14 +69,26 @@ def read_inventory(sys_path: Sequence[str]) -> Inventory:
     copies: dict[str, list[Distribution]] = {}
     for dist in found:
         copies.setdefault(dist.normalized, []).append(dist)
-    protected = {names.TORCH}
     servers = [copies[normalize(s)][0] for s in names.SERVERS if copies.get(normalize(s))]
-    for text in (r for server in servers for r in server.requires):
-        head = text.split(";", 1)[0]  # markers are not judged: a pin under any marker is kept
-        match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*\(?\s*===?\s*[^,\s)]+\s*\)?\s*\Z", head)
-        if match:
-            protected.add(normalize(match.group(1)))
-    return Inventory({k: tuple(v) for k, v in copies.items()}, frozenset(protected))
+    return Inventory({k: tuple(v) for k, v in copies.items()}, feasible.protected_names(servers))
+
+
+def ground(inventory: Inventory, sys_path: Sequence[str], env: Mapping[str, str]) -> feasible.Ground:
+    """The ground the feasibility rule reads, from the target as it is now (the planner read it from the check)."""
+    from fa_doctor.probes.compiler import find_git, find_nvcc
+    from fa_doctor.probes.torch_build import read_torch_build
+
+    build = read_torch_build(sys_path) if inventory.first(names.TORCH) is not None else None
+    dists = [d for copies in inventory.copies.values() for d in copies]
+    cuda = build is not None and bool(build.cuda)
+    return feasible.ground_from(dists, cuda_torch=cuda, nvcc=find_nvcc(env), git=find_git(env))
+
+
+def check_feasible(action: Action, ground: feasible.Ground, torch_move: bool) -> None:
+    """The planner's rule, asked again on the target as it is now: what it refuses is refused here."""
+    why = feasible.refusal(action, ground, torch_move=torch_move, allow_torch_change=torch_move)
+    if why is not None:
+        raise Refused(f"{why}; not run")
 
 
 @dataclass(slots=True)
@@ -89,38 +101,6 @@ class InstallProof:
     @property
     def names(self) -> list[str]:
         return [n for n, _, _ in self.items]
-
-
-def check_requirements(action: PipInstall, own: str | None = None) -> None:
-    """Names and https URLs only; `own` is the one local path allowed (a build's folder in our temp dir)."""
-    for opt in action.options:
-        if opt.split("=", 1)[0] in _FORBIDDEN_OPTIONS:
-            raise Refused(f"the option {opt!r} reads files fa-doctor did not make; not run")
-    for req in action.requirements:
-        if req == own:
-            continue
-        if not (_REQ.match(req) or _URL_REQ.match(req)) or "file:" in req:
-            raise Refused(
-                f"{req!r} is not a package name or an https URL (pip would read it from the working directory); not run"
-            )
-
-
-def check_torch_held(action: PipInstall, inventory: Inventory, may_move_torch: bool) -> None:
-    """An install runs only with the installed torch as an exact constraint (or as a torch move allowed)."""
-    from fa_doctor.diagnose.derive.requires import version_of
-
-    torch = inventory.first(names.TORCH)
-    if torch is None or may_move_torch:
-        return
-    if version_of(torch.version) is None:
-        raise Refused(
-            f"the installed torch's version {torch.version!r} is not a PEP 440 version, so no constraint can hold "
-            "it; fa-doctor runs no install here (reinstall torch from a release first)"
-        )
-    wanted = f"{names.TORCH}=={torch.version}"
-    held = [c.replace(" ", "") for c in action.constraints if normalize(re.split(r"[<>=!~\[; ]", c)[0]) == "torch"]
-    if wanted not in held:
-        raise Refused(f"the install does not hold torch at {torch.version} (no {wanted} constraint); not run")
 
 
 def pip_argv(python: str, action: PipInstall, constraints_file: str | None) -> list[str]:
@@ -157,7 +137,8 @@ def check_report(items: list[tuple[str, str, bool]], inventory: Inventory, may_m
     for name, version, requested in items:
         copies = inventory.copies.get(name, ())
         have = copies[0] if copies else None
-        if name == names.TORCH and not may_move_torch:
+        if name == names.TORCH and not may_move_torch and not (have is None and requested):
+            # A torch the step names where none is installed changes nothing: that install is the repair.
             verb = f"replace torch {have.version} with {version}" if have else f"install torch {version}"
             raise Refused(f"pip would {verb}; fa-doctor never changes torch without --allow-torch-change")
         if name in inventory.protected and name != names.TORCH and have is not None:
@@ -179,19 +160,12 @@ def check_report(items: list[tuple[str, str, bool]], inventory: Inventory, may_m
 
 
 def check_uninstall(action: PipUninstall, inventory: Inventory) -> list[Distribution]:
+    """The copies it removes (torch, the server's pins and names with two copies were refused by `feasible`)."""
     out = []
     for raw in action.names:
-        name = normalize(raw)
-        copies = inventory.copies.get(name, ())
-        if name in inventory.protected:
-            raise Refused(f"{raw} is torch or pinned by the server: fa-doctor never uninstalls it")
+        copies = inventory.copies.get(normalize(raw), ())
         if not copies:
             raise Refused(f"{raw} is not installed; nothing to uninstall")
-        if len(copies) > 1:
-            raise Refused(
-                f"{raw} has {len(copies)} copies on the path: `pip uninstall` would remove the first, the one the "
-                "server imports; the shadowed copy is moved aside by its path instead"
-            )
         if not os.access(copies[0].location, os.W_OK):
             raise Refused(f"{copies[0].location} is not writable")
         out.append(copies[0])
@@ -236,10 +210,3 @@ def check_move(action: MovePath, inventory: Inventory) -> tuple[str, str]:
             if src == path or _inside(path, src) or _inside(src, path):
                 raise Refused(f"{action.path} holds the {name} {have.version} the server imports; not moved")
     return src, dst
-
-
-def check_clone(action: BuildFromClone) -> None:
-    import shutil
-
-    if shutil.which("git") is None:
-        raise Refused("git is not installed here; the build needs a clone of " + action.repo)

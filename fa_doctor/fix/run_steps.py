@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fa_doctor.diagnose.plan import feasible
 from fa_doctor.fix import journal as J
 from fa_doctor.fix import proofs
 from fa_doctor.fix.proofs import NETWORK, Inventory, Refused
@@ -59,6 +60,7 @@ class Runner:
         self.skips: dict[int, str] = {}
         self.sys_path: tuple[str, ...] = ()
         self.inventory = Inventory({}, frozenset())
+        self.ground = feasible.Ground()
         self.pip: tuple[int, int] | None = None
         self.snapshots: list[J.Snapshot] = []
 
@@ -87,6 +89,8 @@ class Runner:
                 raise Refused(f"the target's search path cannot be read: {exc}") from None
         self.sys_path = tuple(sys_path)
         self.inventory = proofs.read_inventory(self.sys_path)
+        self.ground = proofs.ground(self.inventory, self.sys_path, os.environ)
+        self.book.python, self.book.sys_path = os.path.abspath(self.python), self.sys_path
 
     def pip_version(self) -> tuple[int, int]:
         if self.pip is None:
@@ -115,15 +119,14 @@ class Runner:
 
     def _prove(self, index: int, action: Action) -> None:
         proof = self.proofs.setdefault(index, Proof())
+        proofs.check_feasible(action, self.ground, action in self.torch_moves)  # the planner's rule, first
         if isinstance(action, BuildFromClone):
-            proofs.check_clone(action)
-            proofs.check_torch_held(action.install, self.inventory, action in self.torch_moves)
             folder = tempfile.mkdtemp(prefix=f"build-{index}-", dir=self.workdir)
             proof.folder = folder
             if not self.reachable(index, action, folder):
                 return
             self.clone(action, folder)
-            proof.install = self.dry_run(action.install, action, folder, own=action.requirement)
+            proof.install = self.dry_run(action.install, action, folder)
         elif isinstance(action, PipInstall):
             proof.install = self.dry_run(action, action, self.workdir)
         elif isinstance(action, PipUninstall):
@@ -163,10 +166,8 @@ class Runner:
         if not os.path.isdir(os.path.join(folder, action.requirement)):
             raise Refused(f"the clone of {action.repo} has no {action.subdir}/ folder")
 
-    def dry_run(self, pip: PipInstall, action: Action, cwd: str, own: str | None = None) -> proofs.InstallProof:
-        proofs.check_requirements(pip, own)
+    def dry_run(self, pip: PipInstall, action: Action, cwd: str) -> proofs.InstallProof:
         may_move = action in self.torch_moves
-        proofs.check_torch_held(pip, self.inventory, may_move)
         self.pip_version()
         report = tempfile.mktemp(prefix="report-", suffix=".json", dir=self.workdir)
         argv = proofs.dry_run_argv(self.argv(pip), report)
@@ -217,33 +218,24 @@ class Runner:
 
     def save(self, index: int, dists: list[Distribution], wrote: list[str]) -> list[J.Snapshot]:
         """Snapshot `dists`, and journal the undo of a step that replaces them and writes `wrote`."""
+        before = sorted({d.metadata_dir for n in wrote for d in self.inventory.copies.get(n, ())})
+        about = {"wrote": wrote, "before": before, "sys_path": list(self.sys_path)}
         snaps: list[J.Snapshot] = []
         try:
             for dist in dists:
-                snaps.append(J.take(dist.normalized, dist.version, dist.location, dist.metadata_dir))
+                snaps.append(J.take(dist.normalized, dist.version, dist.location, dist.metadata_dir, about))
         except J.SnapshotError as exc:
             for snap in snaps:
                 J.discard(snap)
             raise Failed(f"{exc}; not run") from None
         self.snapshots += snaps
-        before = {d.metadata_dir for n in wrote for d in self.inventory.copies.get(n, ())}
-
-        def undo() -> None:
-            kept = [path for snap in snaps for path, _ in snap.files]
-            wanted = set(wrote)
-            for dist in proofs.scan(self.sys_path, lambda n: n in wanted):
-                if dist.metadata_dir not in before:  # written by this step
-                    J.remove_installed(dist.location, dist.normalized, kept)
-            for snap in snaps:
-                J.restore(snap)
-
         text = ", ".join(f"{s.name} {s.version}" for s in snaps) or "nothing installed before"
         by_hand = "; ".join(f"pip install --no-deps --force-reinstall {s.name}=={s.version}" for s in snaps)
         self.book.add(
             index,
             f"saved {text} in {', '.join(s.folder for s in snaps) or '-'}",
             by_hand or "pip uninstall " + " ".join(wrote),
-            undo,
+            {"kind": "install", "snapshots": [s.to_dict() for s in snaps], **about},
         )
         return snaps
 
@@ -293,12 +285,7 @@ class Runner:
         except OSError as e:
             raise Failed(f"cannot move {action.path}: {e.strerror or e}; not moved") from None
 
-        def undo() -> None:
-            if os.path.lexists(src):
-                raise OSError(f"{src} exists again; {dst} left where it is")
-            os.rename(dst, src)
-
-        self.book.add(index, f"moved {src} to {dst}", f"mv -n -- {dst} {src}", undo)
+        self.book.add(index, f"moved {src} to {dst}", f"mv -n -- {dst} {src}", {"kind": "move", "src": src, "dst": dst})
         return f"moved {action.path} to {action.backup}"
 
     def close(self, keep: bool) -> None:

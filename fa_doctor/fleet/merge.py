@@ -1,28 +1,35 @@
-"""Many node reports as one: nodes named uniquely, grouped by install fingerprint, findings counted once with
-their remedies, and the outliers: nodes whose install matches their group but whose result does not.
+"""Many node reports as one: one entry per node (its identity, not its file), named uniquely, grouped by
+install fingerprint, findings counted once with their remedies, and the outliers: nodes whose install matches
+their group but whose result does not.
 
-A `Merger` takes one report at a time and keeps only a compact summary of each (10,000 reports fit in tens of
-megabytes), then builds the `FleetPayload`.
+A `Merger` takes one report at a time and keeps a compact summary per node, in columns (100,000 nodes fit in
+tens of megabytes), and bounded counts of everything else: refused reports and duplicates are counted, the
+first few listed; at most MAX_NODES nodes, MAX_GROUPS installs and MAX_FINDING_IDS finding ids are held (a
+report beyond is refused, and says why). Then it builds the `FleetPayload`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from array import array
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 
 from fa_doctor.fleet.model import (
+    STATUSES,
+    Duplicate,
     FleetFinding,
     FleetPayload,
     Group,
     GroupFinding,
     Install,
-    NodeResult,
+    Nodes,
     Outlier,
     Refused,
     Unreachable,
+    indexes,
 )
 from fa_doctor.fleet.node import NodeReport, Seen, judge
 from fa_doctor.fleet.read import Document
@@ -30,30 +37,31 @@ from fa_doctor.model.finding import Remedy, Severity
 
 NODE_ERROR = "fleet.node_error"  # a node whose fa-doctor could not check it: its report has an error, no findings
 OUTLIER_MIN_GROUP = 3  # with two nodes that differ, neither is the odd one
+MAX_NODES = 250_000  # distinct nodes in one merge (~1.5 KB each, report included): a bound, not a fleet size
+MAX_GROUPS = 1_000  # distinct installs
+MAX_FINDING_IDS = 1_000  # distinct non-ok finding ids (fa-doctor has fewer than 100)
+LISTED = 20  # refused reports and duplicated nodes listed; all are counted
+_DROPPED_LISTED = 3  # per duplicated node, the sources of the reports not merged
 _REMEDIES_KEPT = 6
+_VARIANTS_COUNTED = 1_000  # distinct remedies counted per finding id (remedy_variants stops there)
 _RANK = {"ok": 0, "warn": 1, "fail": 2}
-_STATUS = {"ok": Severity.OK, "warn": Severity.WARN, "fail": Severity.FAIL}
 _ERROR_REMEDY = Remedy("Run `fa-doctor check` on the node by hand: its error says what stopped it (the node's line).")
 
-
-@dataclass(slots=True)
-class _Node:
-    source: str
-    host: str | None
-    scheduler_id: str | None
-    install: Install
-    status: str
-    findings: tuple[tuple[str, Severity], ...]
-    error: str | None
-    gpus: int
-    name: str = ""
+Pairs = tuple[tuple[str, Severity], ...]
 
 
 @dataclass(slots=True)
 class _Agg:
-    severity: Severity
     title: str
-    remedies: dict[Remedy, None]
+    severity: Severity  # of the title
+    remedies: dict[Remedy, None]  # the first _REMEDIES_KEPT, in the order seen
+    variants: set[int]  # hashes of the distinct remedies seen, up to _VARIANTS_COUNTED
+
+
+@dataclass(slots=True)
+class _Dup:
+    reports: int
+    dropped: list[str]
 
 
 def fingerprint(install: Install) -> str:
@@ -66,157 +74,246 @@ def _short(scheduler_id: str) -> str:
     return f"{kind}:{value[:12]}" if kind == "ray" else scheduler_id
 
 
+def _error_seen() -> Seen:
+    return Seen(NODE_ERROR, Severity.FAIL, "fa-doctor could not check the node", (_ERROR_REMEDY,))
+
+
 class Merger:
-    def __init__(self) -> None:
-        self.refused: list[Refused] = []
-        self._nodes: list[_Node] = []
+    def __init__(self, max_nodes: int = MAX_NODES) -> None:
+        self.max_nodes = max_nodes
+        self.refused: list[Refused] = []  # the first LISTED
+        self.refused_count = 0
+        self.duplicate_reports = 0
+        self._slot: dict[str, int] = {}  # identity -> node index
+        # One entry per node in each column: the node's text in lists, its numbers in arrays.
+        self._hosts: list[str | None] = []
+        self._scheduler: list[str | None] = []
+        self._sources: list[str] = []
+        self._errors: dict[int, str] = {}
+        self._when = array("d")
+        self._install = indexes()
+        self._status = array("B")
+        self._set = indexes()
+        self._gpus = indexes()
+        self._installs: dict[Install, int] = {}
+        self._sets: dict[Pairs, int] = {}
         self._findings: dict[str, _Agg] = {}
+        self._dups: dict[int, _Dup] = {}
 
     def add(self, item: Document | NodeReport | Refused) -> None:
-        judged = judge(item.source, item.doc) if isinstance(item, Document) else item
-        if isinstance(judged, Refused):
+        judged = judge(item.source, item.doc, item.when) if isinstance(item, Document) else item
+        if isinstance(judged, NodeReport):
+            problem = self._add(judged)
+            if problem is None:
+                return
+            judged = Refused(judged.source, problem)
+        self.refused_count += 1
+        if len(self.refused) < LISTED:
             self.refused.append(judged)
-            return
-        self._add(judged)
 
-    def _add(self, report: NodeReport) -> None:
-        seen = list(report.findings)
-        if report.error:
-            seen.insert(0, _error_seen())
+    def _add(self, report: NodeReport) -> str | None:
+        """None, or why the report cannot be held."""
+        slot = self._slot.get(report.identity)
+        if slot is None and len(self._sources) >= self.max_nodes:
+            return f"beyond {self.max_nodes} distinct nodes, the most one merge holds: merge the fleet in parts"
+        if slot is not None and report.when < self._when[slot]:  # an older report of a node held: not merged
+            self._duplicate(slot, report.source)
+            return None
+        install = self._installs.get(report.install)
+        if install is None and len(self._installs) >= MAX_GROUPS:
+            return f"a new install beyond {MAX_GROUPS} distinct ones, the most one merge holds"
+        seen = (_error_seen(), *report.findings) if report.error else report.findings
+        new = {f.id for f in seen} - self._findings.keys()
+        if len(self._findings) + len(new) > MAX_FINDING_IDS:
+            return f"finding ids beyond {MAX_FINDING_IDS} distinct ones, the most one merge holds"
+        if install is None:
+            install = self._installs[report.install] = len(self._installs)
         for f in seen:
-            agg = self._findings.get(f.id)
-            if agg is None:
-                agg = self._findings[f.id] = _Agg(f.severity, f.title, {})
-            elif f.severity.rank > agg.severity.rank:
-                agg.severity, agg.title = f.severity, f.title
-            for remedy in f.remedies:
-                agg.remedies.setdefault(remedy, None)  # a remedy once, however many nodes print it
-        pairs = tuple((f.id, f.severity) for f in seen)
-        self._nodes.append(
-            _Node(
-                report.source,
-                report.host,
-                report.scheduler_id,
-                report.install,
-                report.status,
-                pairs,
-                report.error,
-                report.gpus,
-            )
-        )
+            self._aggregate(f)
+        pairs = tuple(sorted({(f.id, f.severity) for f in seen}, key=lambda p: (-p[1].rank, p[0])))
+        found = self._sets.setdefault(pairs, len(self._sets))
+        status = _RANK[report.status]
+        if slot is None:
+            slot = self._slot[report.identity] = len(self._sources)
+            self._hosts.append(report.host)
+            self._scheduler.append(report.scheduler_id)
+            self._sources.append(report.source)
+            self._when.append(report.when)
+            self._install.append(install)
+            self._status.append(status)
+            self._set.append(found)
+            self._gpus.append(report.gpus)
+        else:  # a newer report of a node held replaces it (the old one's titles and remedies stay known)
+            self._duplicate(slot, self._sources[slot])
+            self._hosts[slot], self._scheduler[slot] = report.host, report.scheduler_id
+            self._sources[slot], self._when[slot] = report.source, report.when
+            self._install[slot], self._status[slot] = install, status
+            self._set[slot], self._gpus[slot] = found, report.gpus
+            self._errors.pop(slot, None)
+        if report.error:
+            self._errors[slot] = report.error
+        return None
 
-    def _name(self) -> None:
+    def _duplicate(self, slot: int, dropped: str) -> None:
+        dup = self._dups.setdefault(slot, _Dup(1, []))
+        dup.reports += 1
+        self.duplicate_reports += 1
+        if len(dup.dropped) < _DROPPED_LISTED:
+            dup.dropped.append(dropped)
+
+    def _aggregate(self, f: Seen) -> None:
+        agg = self._findings.get(f.id)
+        if agg is None:
+            agg = self._findings[f.id] = _Agg(f.title, f.severity, {}, set())
+        elif f.severity.rank > agg.severity.rank:
+            agg.severity, agg.title = f.severity, f.title
+        for remedy in f.remedies:  # a remedy once, however many nodes print it
+            if len(agg.variants) < _VARIANTS_COUNTED:
+                agg.variants.add(hash(remedy))
+            if len(agg.remedies) < _REMEDIES_KEPT:
+                agg.remedies.setdefault(remedy, None)
+
+    def _names(self) -> list[str]:
         """Host names, unique: where they collide, the scheduler's node id (else the source) tells them apart."""
-        bases = Counter(n.host or n.source for n in self._nodes)
-        for n in self._nodes:
-            base = n.host or n.source
-            tag = _short(n.scheduler_id) if n.scheduler_id else n.source
-            n.name = base if bases[base] == 1 else f"{base} ({tag})"
-        names = Counter(n.name for n in self._nodes)
-        for n in self._nodes:
-            if names[n.name] > 1:
-                n.name = f"{n.name[:-1]}, {n.source})" if n.name.endswith(")") else f"{n.name} ({n.source})"
+        bases = [h or s for h, s in zip(self._hosts, self._sources, strict=True)]
+        count = Counter(bases)
+        names = [
+            base if count[base] == 1 else f"{base} ({_short(sched) if sched else source})"
+            for base, sched, source in zip(bases, self._scheduler, self._sources, strict=True)
+        ]
+        again = Counter(names)
+        return [
+            name if again[name] == 1 else f"{name[:-1]}, {source})" if name.endswith(")") else f"{name} ({source})"
+            for name, source in zip(names, self._sources, strict=True)
+        ]
 
     def payload(
         self, unreachable: Iterable[Unreachable] = (), engine: str | None = None, expected: int | None = None
     ) -> FleetPayload:
-        self._name()
-        members: dict[Install, list[_Node]] = {}
-        for n in self._nodes:
-            members.setdefault(n.install, []).append(n)
-        prints = {install: fingerprint(install) for install in members}
-        groups = [_group(prints[i], i, nodes) for i, nodes in members.items()]
-        groups.sort(key=lambda g: (-_RANK[g.status], -len(g.nodes), g.fingerprint))
-        index = {g.fingerprint: number for number, g in enumerate(groups)}
-        outliers = [o for i, nodes in members.items() for o in _outliers(prints[i], nodes)]
+        names = self._names()
+        installs = list(self._installs)
+        sets = list(self._sets)
+        members: list[list[int]] = [[] for _ in installs]
+        for node, install in enumerate(self._install):
+            members[install].append(node)
+        held = [i for i, nodes in enumerate(members) if nodes]  # an install only a replaced report had: none
+        prints = {i: fingerprint(installs[i]) for i in held}
+        made = sorted(
+            ((self._group(prints[i], installs[i], members[i], sets), i) for i in held),
+            key=lambda gi: (-_RANK[gi[0].status], -len(gi[0].nodes), gi[0].fingerprint),
+        )
+        groups = [group for group, _ in made]
+        number = {install: n for n, (_, install) in enumerate(made)}  # install index -> group index
+        group_of = indexes(number[i] for i in self._install)
+        nodes = Nodes(
+            tuple(names),
+            tuple(self._sources),
+            dict(self._errors),
+            group_of,
+            self._status[:],
+            self._gpus[:],
+            self._set[:],
+            tuple(sets),
+        )
+        outliers = [o for i in held for o in self._outliers(prints[i], members[i], names, sets)]
+        duplicates = [
+            Duplicate(names[slot], self._sources[slot], tuple(dup.dropped), dup.reports)
+            for slot, dup in sorted(self._dups.items())[:LISTED]
+        ]
         return FleetPayload(
-            nodes=tuple(
-                NodeResult(n.name, index[prints[n.install]], _STATUS[n.status], n.findings, n.source, n.error, n.gpus)
-                for n in self._nodes
-            ),
+            nodes=nodes,
             groups=tuple(groups),
-            findings=self._fleet_findings(members, prints),
+            findings=self._fleet_findings(members, prints, sets),
             outliers=tuple(outliers),
             refused=tuple(self.refused),
             unreachable=tuple(unreachable),
             engine=engine,
             expected=expected,
+            duplicates=tuple(duplicates),
+            refused_count=self.refused_count,
+            duplicate_nodes=len(self._dups),
+            duplicate_reports=self.duplicate_reports,
         )
 
+    def _group(self, print_: str, install: Install, nodes: list[int], sets: list[Pairs]) -> Group:
+        counts = Counter(STATUSES[self._status[i]].value for i in nodes)
+        status = max(counts, key=lambda s: _RANK[s])
+        found: Counter[tuple[str, Severity]] = Counter()
+        for found_set, count in Counter(self._set[i] for i in nodes).items():
+            for pair in sets[found_set]:
+                found[pair] += count
+        findings = sorted(
+            (GroupFinding(fid, sev, count) for (fid, sev), count in found.items()),
+            key=lambda f: (-f.severity.rank, -f.nodes, f.id),
+        )
+        return Group(print_, install, indexes(nodes), status, {s: counts.get(s, 0) for s in _RANK}, tuple(findings))
+
     def _fleet_findings(
-        self, members: dict[Install, list[_Node]], prints: dict[Install, str]
+        self, members: list[list[int]], prints: dict[int, str], sets: list[Pairs]
     ) -> tuple[FleetFinding, ...]:
-        nodes: dict[str, list[str]] = {}
+        ids = [tuple(dict.fromkeys(fid for fid, _ in pairs)) for pairs in sets]  # a node's ids, each once
+        nodes: dict[str, array[int]] = {}
+        worst: dict[str, Severity] = {}
+        for found_set in set(self._set):  # the finding sets of nodes held (not of reports replaced)
+            for fid, severity in sets[found_set]:
+                if fid not in worst or severity.rank > worst[fid].rank:
+                    worst[fid] = severity
+        for node, found_set in enumerate(self._set):
+            for fid in ids[found_set]:
+                held = nodes.get(fid)
+                if held is None:
+                    held = nodes[fid] = indexes()
+                held.append(node)
         where: dict[str, dict[str, tuple[int, int]]] = {}  # id -> group -> (nodes with it, group size)
-        for install, group in members.items():
-            per_group = Counter(fid for n in group for fid, _ in n.findings)
-            for fid, count in per_group.items():
-                where.setdefault(fid, {})[prints[install]] = (count, len(group))
-        for n in self._nodes:
-            for fid, _ in n.findings:
-                nodes.setdefault(fid, []).append(n.name)
+        for install, print_ in prints.items():
+            group = members[install]
+            per_id: Counter[str] = Counter()
+            for found_set, count in Counter(self._set[i] for i in group).items():
+                for fid in ids[found_set]:
+                    per_id[fid] += count
+            for fid, count in per_id.items():
+                where.setdefault(fid, {})[print_] = (count, len(group))
         out = []
-        for fid, agg in self._findings.items():
+        for fid, held in nodes.items():
+            agg = self._findings[fid]
             spread = where.get(fid, {})
             scope = "install" if all(have == size for have, size in spread.values()) else "node"
-            remedies = tuple(agg.remedies)
+            variants = max(1, len(agg.variants))
             out.append(
-                FleetFinding(
-                    fid, agg.severity, agg.title, tuple(nodes.get(fid, ())), tuple(spread), scope,
-                    remedies[:_REMEDIES_KEPT], max(1, len(remedies)),
-                )
-            )  # fmt: skip
+                FleetFinding(fid, worst[fid], agg.title, held, tuple(spread), scope, tuple(agg.remedies), variants)
+            )
         out.sort(key=lambda f: (-f.severity.rank, -len(f.nodes), f.id))
         return tuple(out)
 
+    def _signature(self, node: int) -> tuple[int, int, int]:
+        return (self._status[node], self._set[node], self._gpus[node])
 
-def _error_seen() -> Seen:
-    return Seen(NODE_ERROR, Severity.FAIL, "fa-doctor could not check the node", (_ERROR_REMEDY,))
+    def _outliers(self, print_: str, nodes: list[int], names: list[str], sets: list[Pairs]) -> list[Outlier]:
+        """The nodes whose result differs from the one a strict majority of their group shares."""
+        if len(nodes) < OUTLIER_MIN_GROUP:
+            return []
+        ((norm, count),) = Counter(map(self._signature, nodes)).most_common(1)
+        if count * 2 <= len(nodes):
+            return []
+        return [Outlier(names[n], print_, self._why(n, norm, count, sets)) for n in nodes if self._signature(n) != norm]
 
-
-def _group(print_: str, install: Install, nodes: list[_Node]) -> Group:
-    counts = Counter(n.status for n in nodes)
-    status = max(counts, key=lambda s: _RANK[s])
-    found = Counter(pair for n in nodes for pair in n.findings)
-    findings = sorted(
-        (GroupFinding(fid, sev, count) for (fid, sev), count in found.items()),
-        key=lambda f: (-f.severity.rank, -f.nodes, f.id),
-    )
-    return Group(
-        print_, install, tuple(n.name for n in nodes), status, {s: counts.get(s, 0) for s in _RANK}, tuple(findings)
-    )
-
-
-def _signature(n: _Node) -> tuple[object, ...]:
-    return (n.status, frozenset(n.findings), n.gpus)
-
-
-def _outliers(print_: str, nodes: list[_Node]) -> list[Outlier]:
-    """The nodes whose result differs from the one a strict majority of their group shares."""
-    if len(nodes) < OUTLIER_MIN_GROUP:
-        return []
-    ((norm, count),) = Counter(map(_signature, nodes)).most_common(1)
-    if count * 2 <= len(nodes):
-        return []
-    usual = next(n for n in nodes if _signature(n) == norm)
-    return [Outlier(n.name, print_, _why(n, usual, count)) for n in nodes if _signature(n) != norm]
+    def _why(self, node: int, usual: tuple[int, int, int], others: int, sets: list[Pairs]) -> tuple[str, ...]:
+        why = []
+        status, found, gpus = self._signature(node)
+        if status != usual[0]:
+            was, now = STATUSES[usual[0]].value, STATUSES[status].value
+            why.append(f"{now} where {others} other node(s) of its group are {was}")
+        if gpus != usual[2]:
+            why.append(f"{gpus} GPU(s) visible where the others see {usual[2]}")
+        mine, theirs = set(sets[found]), set(sets[usual[1]])
+        if mine - theirs:
+            why.append("only here: " + _ids(mine - theirs))
+        if theirs - mine:
+            why.append("the rest of its group has, this node not: " + _ids(theirs - mine))
+        if node in self._errors:
+            why.append(f"fa-doctor could not check it: {self._errors[node]}")
+        return tuple(why)
 
 
 def _ids(pairs: Iterable[tuple[str, Severity]]) -> str:
     return ", ".join(f"{fid} ({sev.value})" for fid, sev in sorted(pairs, key=lambda p: (-p[1].rank, p[0])))
-
-
-def _why(n: _Node, usual: _Node, others: int) -> tuple[str, ...]:
-    why = []
-    if n.status != usual.status:
-        why.append(f"{n.status} where {others} other node(s) of its group are {usual.status}")
-    if n.gpus != usual.gpus:
-        why.append(f"{n.gpus} GPU(s) visible where the others see {usual.gpus}")
-    extra, missing = set(n.findings) - set(usual.findings), set(usual.findings) - set(n.findings)
-    if extra:
-        why.append("only here: " + _ids(extra))
-    if missing:
-        why.append("the rest of its group has, this node not: " + _ids(missing))
-    if n.error:
-        why.append(f"fa-doctor could not check it: {n.error}")
-    return tuple(why)

@@ -1,16 +1,25 @@
 """The fleet report, typed: what `merge` and `fleet ray` return as their payload (schema `fa-doctor.fleet/1`).
 
 Every string in it came from a node's report and is hostile: the render boundary escapes it like any other.
+A fleet may have 100,000 nodes: each node's text (name, source, error) is held once, in `Nodes`; groups and
+findings name their nodes by index into it, in arrays of numbers, which the boundary passes through as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from array import array
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from fa_doctor.model.finding import Remedy, Severity
 
 FLEET_SCHEMA = "fa-doctor.fleet/1"
+STATUSES = (Severity.OK, Severity.WARN, Severity.FAIL)  # a node's status, as Nodes.statuses numbers it
+
+
+def indexes(values: Iterator[int] | list[int] | tuple[int, ...] = ()) -> array[int]:
+    """Node indexes (or counts) as an array: 4 bytes each, and no text for the render boundary to walk."""
+    return array("I", values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,16 +38,57 @@ class Install:
 
 @dataclass(frozen=True, slots=True)
 class NodeResult:
-    """One node's verdict, as the fleet report lists it (one JUnit test case per node)."""
+    """One node's verdict, as the fleet report lists it (one JUnit test case per node): a row of `Nodes`."""
 
     name: str  # unique in the fleet report
-    # Only the name and the source are node text: a fleet of 10,000 is walked by the render boundary in ~0.2 s.
     group: int  # its group's index in FleetPayload.groups
     status: Severity  # OK, WARN or FAIL (FAIL also when its own run exited non-zero, e.g. under its --strict)
     findings: tuple[tuple[str, Severity], ...] = ()  # its non-ok finding ids, worst first
     source: str = ""  # the file (and line) or the engine it came from
     error: str | None = None  # fa-doctor could not check the node
     gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Nodes:
+    """Every node of the fleet as columns, in the fleet's order; iterating gives `NodeResult` rows.
+
+    Only `names`, `sources` and `errors` are node text; the rest are numbers: the group's index, the status
+    (index into STATUSES), the GPU count, and the finding set (index into `finding_sets`, the distinct lists of
+    non-ok findings: most nodes of a fleet share a few)."""
+
+    names: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
+    errors: Mapping[int, str] = field(default_factory=dict)  # node index -> why fa-doctor could not check it
+    groups: array[int] = field(default_factory=indexes)
+    statuses: array[int] = field(default_factory=indexes)
+    gpus: array[int] = field(default_factory=indexes)
+    findings: array[int] = field(default_factory=indexes)
+    finding_sets: tuple[tuple[tuple[str, Severity], ...], ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __getitem__(self, i: int) -> NodeResult:
+        return NodeResult(
+            self.names[i],
+            self.groups[i],
+            STATUSES[self.statuses[i]],
+            self.finding_sets[self.findings[i]],
+            self.sources[i],
+            self.errors.get(i),
+            self.gpus[i],
+        )
+
+    def __iter__(self) -> Iterator[NodeResult]:
+        return (self[i] for i in range(len(self.names)))
+
+    def count(self, status: Severity) -> int:
+        return self.statuses.count(STATUSES.index(status))
+
+    def with_status(self, status: Severity) -> list[int]:
+        code = STATUSES.index(status)
+        return [i for i, s in enumerate(self.statuses) if s == code]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +102,7 @@ class GroupFinding:
 class Group:
     fingerprint: str
     install: Install
-    nodes: tuple[str, ...]
+    nodes: array[int]  # indexes into FleetPayload.nodes
     status: str  # the worst of its nodes
     counts: Mapping[str, int] = field(default_factory=dict)  # ok/warn/fail -> nodes
     findings: tuple[GroupFinding, ...] = ()
@@ -68,7 +118,7 @@ class FleetFinding:
     id: str
     severity: Severity
     title: str
-    nodes: tuple[str, ...]
+    nodes: array[int]  # indexes into FleetPayload.nodes
     groups: tuple[str, ...]
     scope: str
     remedies: tuple[Remedy, ...] = ()
@@ -91,6 +141,17 @@ class Refused:
 
 
 @dataclass(frozen=True, slots=True)
+class Duplicate:
+    """A node that sent more than one report (the same identity: its host name or scheduler node id): the
+    newest is merged, the others are not."""
+
+    node: str  # its name in the fleet report
+    kept: str  # the source of the report merged
+    dropped: tuple[str, ...]  # the sources of the others, the first few
+    reports: int  # how many reports of it were read
+
+
+@dataclass(frozen=True, slots=True)
 class Unreachable:
     """A node the engine knows but that gave no report in time."""
 
@@ -100,18 +161,26 @@ class Unreachable:
 
 @dataclass(frozen=True, slots=True)
 class FleetPayload:
-    nodes: tuple[NodeResult, ...] = ()
+    nodes: Nodes = field(default_factory=Nodes)
     groups: tuple[Group, ...] = ()
     findings: tuple[FleetFinding, ...] = ()
     outliers: tuple[Outlier, ...] = ()
-    refused: tuple[Refused, ...] = ()
+    refused: tuple[Refused, ...] = ()  # the first few; `refused_count` counts them all
     unreachable: tuple[Unreachable, ...] = ()
     engine: str | None = None  # "ray" when `fleet ray` collected the reports
     expected: int | None = None  # merge --expect N
+    duplicates: tuple[Duplicate, ...] = ()  # the first few nodes that sent more than one report
+    refused_count: int = 0  # all refused reports, listed or not
+    duplicate_nodes: int = 0  # nodes that sent more than one report, listed or not
+    duplicate_reports: int = 0  # reports not merged because a newer one of the same node was
 
     @property
     def counts(self) -> dict[str, int]:
-        out = {"ok": 0, "warn": 0, "fail": 0}
-        for node in self.nodes:
-            out[node.status.value] += 1
-        return out | {"refused": len(self.refused), "unreachable": len(self.unreachable)}
+        out = {s.value: self.nodes.count(s) for s in STATUSES}
+        refused = max(self.refused_count, len(self.refused))
+        return out | {"refused": refused, "unreachable": len(self.unreachable), "duplicates": self.duplicate_reports}
+
+    def names(self, nodes: array[int], limit: int | None = None) -> list[str]:
+        """The names of nodes given by index (the first `limit`)."""
+        names = self.nodes.names
+        return [names[i] for i in (nodes if limit is None else nodes[:limit])]

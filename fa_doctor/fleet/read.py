@@ -1,207 +1,242 @@
-"""Reading report files, folders and JSON Lines on stdin: every read bounded, every bad input named, none dropped.
+"""Reading report files, folders and stdin as a stream of documents: memory bounded whatever the input's
+length, every bad input named (or counted), none dropped.
 
-A file holds one JSON document (what `check --json` writes, pretty-printed), JSON Lines (one report a line), or
-documents one after another (`cat reports/*.json`, `kubectl logs` of many pods); a folder contributes its
-`*.json` and `*.jsonl` files, sorted, not recursing; `-` reads any of these on stdin. What cannot be parsed
-becomes a `Refused` entry with the reason, never an exception.
+A file or stdin holds one JSON document (what `check --json` writes, pretty-printed), JSON Lines (one report a
+line), or documents one after another (`cat reports/*.json`, `kubectl logs` of many pods), with stray log lines
+between them; a folder contributes its `*.json` and `*.jsonl` files, sorted, not recursing; `-` reads stdin.
+
+Each source is read in chunks and cut into documents as it goes: no total read limit, only one for a single
+document (`REPORT_LIMIT`). A document is parsed from a slice about twice as long as the last one, longer when
+it goes on past it; so a parse error costs about the length of one document (a `JSONDecodeError` counts lines
+from the start of the text it was given), never the length of the buffer. What cannot be parsed is skipped up
+to the next line that starts with `{` (the next JSON Lines record, the next pretty document) and becomes one
+`Refused` entry, never an exception.
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, BinaryIO
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, BinaryIO, NamedTuple
 
 from fa_doctor.fleet.model import Refused
 from fa_doctor.probes import files
 
-SOURCE_LIMIT = 512 << 20  # one file or stdin
-REPORT_LIMIT = 16 << 20  # one report: a real one is 5-50 KB
+REPORT_LIMIT = 16 << 20  # one document: a real report is 5-50 KB
 EXTENSIONS = (".json", ".jsonl")
-_CHUNK = 1 << 20
-_BLANK = re.compile(rb"\s*")
-_WS = re.compile(r"\s*")
-_NEXT = re.compile(r"\n\{")
-_DECODER = json.JSONDecoder()
+CHUNK = 1 << 20
+_START = "\n{"  # where a next document may start: a line that starts with `{`
+_FIRST = frozenset('{["-0123456789tfn')  # what a JSON document can start with
+_BLANKS = " \t\r\n"
+_BLANK = re.compile(f"[{_BLANKS}]*")
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_FIRST_SIZE, _MIN_SIZE = 64 << 10, 64
+# What an error may stand on when the document was only cut short: nothing, or the start of a literal, a number
+# or a `\\uXXXX` escape. Anything else is a real error, found without reading on.
+_CUT = re.compile(r"[ \t\r\n]*|u[0-9a-fA-F]{0,3}|[-+.eE0-9]{1,6}|tr?u?|fa?l?s?|nu?l?|Na?|-?(?:I[nfity]{0,6})")
 
 
-@dataclass(frozen=True, slots=True)
-class Document:
+def _size(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit} bytes"
+
+
+class Document(NamedTuple):  # one per document read: a tuple is 3x cheaper to make than a frozen dataclass
     source: str  # "reports/a.json", "all.jsonl:12", "stdin:3"
     doc: Any  # the parsed JSON value, not yet judged
+    when: float = 0.0  # when it was written: its file's mtime; for stdin, when merge read it (the newest)
 
 
-def _parse(data: bytes | bytearray) -> tuple[Any, str | None]:
-    try:
-        return json.loads(data), None
-    except RecursionError:
-        return None, "nested too deeply"
-    except UnicodeDecodeError:
-        return None, "not UTF-8 text"
-    except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}; truncated?)"
-    except ValueError as exc:  # an integer too long to convert, and the like
-        return None, f"not valid JSON ({exc})"
+_Piece = tuple[int, Any, "str | None"]  # the line it starts on, the document, or why it is not one
 
 
-def split(source: str, data: bytes | bytearray, cut: bool) -> Iterator[Document | Refused]:
-    """One document, or JSON Lines. `cut`: the source was longer than the read limit (its tail is missing)."""
-    if not data.strip():
-        yield Refused(source, "empty")
-        return
-    if len(data) <= REPORT_LIMIT:
-        doc, problem = _parse(data)
-        if problem is None:
-            yield Document(source, doc)
-            return
-    else:
-        problem = f"longer than {REPORT_LIMIT >> 20} MiB"
-    if jsonl_start(data):
-        yield from lines(source, data, cut)
-        return
-    if _concatenated(data):
-        yield from stream(source, data, cut)
-        return
-    if cut:
-        problem = f"longer than the {SOURCE_LIMIT >> 20} MiB read limit"
-    yield Refused(source, problem or "not valid JSON")  # one bad document
+class _Reader:
+    """One source as text, cut into documents; holds at most one document and one chunk at a time."""
 
+    def __init__(self, stream: BinaryIO, chunk: int, limit: int, regular: bool = False) -> None:
+        self.stream, self.chunk, self.limit = stream, chunk, limit
+        self.regular = regular  # a regular file: a short read is its end (a pipe may pause)
+        self.decoder: codecs.IncrementalDecoder | None = None
+        self.text, self.pos, self.line, self.counted, self.eof = "", 0, 1, 0, False
+        self.size = _FIRST_SIZE  # how far the first slice of a document reaches (twice the last document's length)
 
-def _concatenated(data: bytes | bytearray) -> bool:
-    """Pretty-printed documents one after another (`cat *.json`, `kubectl logs` of many pods): the first one is
-    whole, and something follows it."""
-    try:
-        text = data[: REPORT_LIMIT + 1].decode("utf-8", "replace")
-        _, end = _DECODER.raw_decode(text, _WS.match(text).end())  # type: ignore[union-attr]
-    except (ValueError, RecursionError):
-        return False
-    return end < len(text.rstrip())
+    def _more(self, at_least: int = 0) -> bool:
+        """Read on, dropping what was consumed; False at the end of the stream."""
+        if self.eof:
+            return False
+        want = max(self.chunk, at_least)
+        data = self.stream.read(want)
+        self.eof = not data or (self.regular and len(data) < want)
+        if self.decoder is None:  # UTF-8 (a BOM dropped), or UTF-16/32 as json.loads would take them
+            encoding = json.detect_encoding(data[:4]) if data else "utf-8"
+            self.decoder = codecs.getincrementaldecoder(encoding)("replace")
+        self.line += self.text.count("\n", self.counted, self.pos)
+        self.text = self.text[self.pos :] + self.decoder.decode(data, final=self.eof)
+        self.pos = self.counted = 0
+        return not self.eof or bool(self.text)
 
+    def _skip_blank(self) -> bool:
+        """To the next non-blank character; False at the end."""
+        text, pos = self.text, self.pos
+        if pos + 1 < len(text) and text[pos] == "\n" and text[pos + 1] not in _BLANKS:  # JSON Lines: the usual
+            self.pos = pos + 1
+            return True
+        while True:
+            self.pos = _BLANK.match(self.text, self.pos).end()  # type: ignore[union-attr]  # matches always
+            if self.pos < len(self.text):
+                return True
+            if not self._more():
+                return False
 
-def stream(source: str, data: bytes | bytearray, cut: bool) -> Iterator[Document | Refused]:
-    """Documents one after another, each named by the line it starts on; what is not JSON between them (a log
-    line) is refused up to the next line that starts with `{`."""
-    text = data.decode("utf-8", "replace")
-    pos, line, counted = 0, 1, 0
-    while True:
-        pos = _WS.match(text, pos).end()  # type: ignore[union-attr]
-        if pos >= len(text):
-            return
-        line += text.count("\n", counted, pos)
-        counted = pos
-        where = f"{source}:{line}"
-        try:
-            doc, end = _DECODER.raw_decode(text, pos)
-        except (ValueError, RecursionError) as exc:
-            after = _NEXT.search(text, pos + 1)
-            why = "not valid JSON" + (f" ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else "")
-            if cut and after is None:
-                why = f"cut at the {SOURCE_LIMIT >> 20} MiB read limit"
-            yield Refused(where, why)
-            if after is None:
+    def _skip_to_start(self, after: int) -> None:
+        """Past everything up to the next line that starts with `{`, reading on without keeping what is skipped."""
+        while True:
+            found = self.text.find(_START, max(after, self.pos))
+            if found >= 0:
+                self.pos = found + 1
                 return
-            pos = after.start() + 1
-            continue
-        if end - pos > REPORT_LIMIT:
-            yield Refused(where, f"longer than {REPORT_LIMIT >> 20} MiB")
-        else:
-            yield Document(where, doc)
-        pos = end
+            after, self.pos = 0, max(self.pos, len(self.text) - 1)  # keep a last "\n": a "{" may follow it
+            if not self._more():
+                self.pos = len(self.text)
+                return
+
+    def documents(self, source: str, when: float) -> Iterator[Document | Refused]:
+        """A source of one document is named by itself; of several, each by `source:line`."""
+        if not self._skip_blank():
+            yield Refused(source, "empty")
+            return
+        first = self._one()
+        if not self._skip_blank():
+            yield _item(source, first, when)
+            return
+        yield _item(f"{source}:{first[0]}", first, when)
+        while True:
+            line, doc, problem = self._one()
+            yield Document(f"{source}:{line}", doc, when) if problem is None else Refused(f"{source}:{line}", problem)
+            if not self._skip_blank():
+                return
+
+    def _refuse(self, line: int, problem: str, resume: int) -> _Piece:
+        self._skip_to_start(resume)
+        self.size = max(_MIN_SIZE, self.size // 2)  # lines of junk: soon slices of a few bytes each
+        return line, None, problem
+
+    def _one(self) -> _Piece:
+        """The document at the current position (not blank).
+
+        It is parsed from a slice of `size` characters, twice the last document's length: a parse error costs
+        the slice's length (`JSONDecodeError` counts lines from the start of what it is given), and a line of
+        `{}{}{}...` no more per document than its own. A document that goes on past the slice is parsed again
+        from one twice as long, so a few times at most."""
+        self.line += self.text.count("\n", self.counted, self.pos)
+        self.counted = start = self.pos
+        line = self.line
+        if self.text[start] not in _FIRST:  # a log line, not JSON: no need to read on to know
+            return self._refuse(line, "not valid JSON (a line of text, not a JSON document)", start + 1)
+        size = self.size
+        while True:
+            end = min(start + size, len(self.text))
+            if end == len(self.text) and not self.eof and end - start <= self.limit:
+                self._more(end - start)  # at least as much again: a long document is read a few times, not once a chunk
+                start = self.pos
+                continue
+            piece = self.text[start:end]
+            try:
+                try:
+                    doc, used = _SCAN(piece, 0)  # raw_decode without its frame: the same scanner
+                except StopIteration as stop:
+                    raise json.JSONDecodeError("Expecting value", piece, stop.value) from None
+            except RecursionError:
+                return self._refuse(line, "nested too deeply", start + 1)
+            except json.JSONDecodeError as exc:
+                goes_on = exc.msg.startswith("Unterminated string") or _CUT.fullmatch(piece, exc.pos) is not None
+                if goes_on and end - start > self.limit:
+                    return self._refuse(line, f"longer than {_size(self.limit)}", end)
+                if goes_on and end < len(self.text):  # cut by the slice, not by the end of the input
+                    size = 2 * (end - start)
+                    continue
+                where = f"{exc.msg.removesuffix(' at')} at line {line + exc.lineno - 1} column {exc.colno}"
+                return self._refuse(line, f"not valid JSON ({where}{'; truncated?' if goes_on else ''})", start + 1)
+            except ValueError as exc:  # an integer too long to convert, and the like
+                return self._refuse(line, f"not valid JSON ({exc})", start + 1)
+            if used == len(piece) and end < len(self.text) and not isinstance(doc, (dict, list)):
+                size = 2 * size  # a number cut by the slice: it may go on
+                continue
+            self.pos = start + used
+            self.size = max(_MIN_SIZE, 2 * used)
+            if used > self.limit:
+                return line, None, f"longer than {_size(self.limit)}"
+            return line, doc, None
 
 
-def jsonl_start(data: bytes | bytearray) -> bool:
-    """Whether a buffer too long for one report reads as JSON Lines: its first line is a whole document."""
-    start = _BLANK.match(data).end()  # type: ignore[union-attr]  # matches always (also nothing)
-    end = data.find(b"\n", start)
-    first = data[start : end if end >= 0 else len(data)]
-    return len(first) <= REPORT_LIMIT and _parse(first)[1] is None
+def _item(name: str, piece: _Piece, when: float) -> Document | Refused:
+    _, doc, problem = piece
+    return Document(name, doc, when) if problem is None else Refused(name, problem)
 
 
-def lines(source: str, data: bytes | bytearray, cut: bool) -> Iterator[Document | Refused]:
-    """Line by line, without splitting the whole buffer at once."""
-    number, start, size = 0, 0, len(data)
-    while start < size:
-        end = data.find(b"\n", start)
-        end = size if end < 0 else end
-        number += 1
-        line = data[start:end]
-        start = end + 1
-        if not line.strip():
-            continue
-        where = f"{source}:{number}"
-        if cut and end == size:
-            yield Refused(where, f"cut at the {SOURCE_LIMIT >> 20} MiB read limit")
-        elif len(line) > REPORT_LIMIT:
-            yield Refused(where, f"a line longer than {REPORT_LIMIT >> 20} MiB")
-        else:
-            doc, problem = _parse(line)
-            yield Document(where, doc) if problem is None else Refused(where, problem)
-
-
-def read_file(path: str, size: int | None = None) -> Iterator[Document | Refused]:
-    """`size` (from stat): read exactly that much; a file that grew meanwhile is read again up to the limit.
-    (Asking for the whole limit at once makes the reader allocate it: 512 MiB per file.)"""
-    limit = SOURCE_LIMIT if size is None else min(SOURCE_LIMIT, size)
-    got = files.read(path, limit)
-    if got.truncated and limit < SOURCE_LIMIT:
-        got = files.read(path, SOURCE_LIMIT)
-    if got.data is None:
-        yield Refused(path, got.problem or "unreadable")
-        return
-    yield from split(path, got.data, got.truncated)
-
-
-def read_stream(stream: BinaryIO) -> tuple[bytearray, bool] | str:
-    """All of a stream up to the limit (in chunks: one read of the whole limit would allocate it), and whether
-    it went on past it; or what went wrong."""
-    data = bytearray()
+def read_stream(
+    source: str, stream: BinaryIO, when: float, chunk: int | None = None, regular: bool = False
+) -> Iterator[Document | Refused]:
+    """Every document of a stream, in order, however long the stream is."""
+    reader = _Reader(stream, chunk or CHUNK, REPORT_LIMIT, regular)
     try:
-        while len(data) <= SOURCE_LIMIT:
-            chunk = stream.read(min(_CHUNK, SOURCE_LIMIT + 1 - len(data)))
-            if not chunk:
-                break
-            data += chunk
+        yield from reader.documents(source, when)
     except OSError as exc:
-        return f"unreadable: {exc.strerror or type(exc).__name__}"
-    cut = len(data) > SOURCE_LIMIT
-    del data[SOURCE_LIMIT:]
-    return data, cut
+        yield Refused(source, f"unreadable: {exc.strerror or type(exc).__name__}")
 
 
-_Member = tuple[str, "int | None", "tuple[int, int] | None"]
+def split(source: str, data: bytes | bytearray, cut: bool = False) -> Iterator[Document | Refused]:
+    """The documents of one buffer (`fleet ray`: a node's output). `cut`: the output was cut at a limit."""
+    items = list(read_stream(source, io.BytesIO(bytes(data)), time.time()))
+    if cut and items:
+        items[-1] = Refused(items[-1].source, "cut short at the output limit")
+    yield from items
+
+
+def read_file(path: str) -> Iterator[Document | Refused]:
+    try:
+        with files.open_regular(path) as fh:
+            info = os.fstat(fh.fileno())
+            chunk = max(1, min(CHUNK, info.st_size + 1))  # a small file in one read, not a whole chunk allocated
+            yield from read_stream(path, fh, info.st_mtime, chunk, regular=True)
+    except files.NotRegular as exc:
+        yield Refused(path, f"{exc.kind}, not a regular file")
+    except (FileNotFoundError, NotADirectoryError):
+        yield Refused(path, "no such file")
+    except OSError as exc:
+        yield Refused(path, f"unreadable: {exc.strerror or type(exc).__name__}")
+    except ValueError as exc:
+        yield Refused(path, f"unreadable: {exc}")
+
+
+_Member = tuple[str, "tuple[int, int] | None"]
 
 
 def _members(path: str) -> list[_Member]:
-    """(path, size, (device, inode)) of each file to read: a folder's report files, or the path itself."""
+    """(path, (device, inode)) of each file to read: a folder's report files, sorted, or the path itself."""
     try:
         with os.scandir(path) as entries:
             device = os.stat(path).st_dev
-            found = [e for e in entries if e.name.endswith(EXTENSIONS) and not e.name.startswith(".")]
-            out: list[_Member] = []
-            for e in sorted(found, key=lambda e: e.name):
-                try:
-                    info = e.stat()
-                    out.append((e.path, info.st_size, (info.st_dev, info.st_ino)))
-                except OSError:  # vanished, or a dangling link: read() names the problem
-                    out.append((e.path, None, (device, e.inode())))
-            return out
+            found = [(e.name, e.inode()) for e in entries if e.name.endswith(EXTENSIONS) and not e.name.startswith(".")]
+        return [(os.path.join(path, name), (device, inode)) for name, inode in sorted(found)]
     except (NotADirectoryError, FileNotFoundError):
         pass
     except OSError:
         return []
     try:
         info = os.stat(path)
-        return [(path, info.st_size, (info.st_dev, info.st_ino))]
+        return [(path, (info.st_dev, info.st_ino))]
     except (OSError, ValueError):
-        return [(path, None, None)]
+        return [(path, None)]
 
 
-def members(paths: Sequence[str]) -> Iterator[tuple[str, int | None] | Refused | None]:
-    """Each file to read as (path, size), in the order given, a file named twice (also through a folder) once;
-    None where `-` (stdin) stands; a Refused entry for a folder with nothing to read."""
+def members(paths: Sequence[str]) -> Iterator[str | Refused | None]:
+    """Each file to read, in the order given, a file named twice (also through a folder) once; None where `-`
+    (stdin) stands; a Refused entry for a folder with nothing to read."""
     seen: set[tuple[int, int]] = set()
     for path in paths:
         if path == "-":
@@ -210,24 +245,20 @@ def members(paths: Sequence[str]) -> Iterator[tuple[str, int | None] | Refused |
         found = _members(path)
         if not found:
             yield Refused(path, "a folder without *.json or *.jsonl files (or unreadable)")
-        for member, size, key in found:
+        for member, key in found:
             if key is not None:
                 if key in seen:
                     continue
                 seen.add(key)
-            yield member, size
+            yield member
 
 
 def documents(paths: Sequence[str], stdin: BinaryIO | None) -> Iterator[Document | Refused]:
-    """Every document of the paths, in order, one source in memory at a time; `-` reads `stdin`."""
+    """Every document of the paths, in order, streamed; `-` reads `stdin`."""
     for member in members(paths):
         if isinstance(member, Refused):
             yield member
         elif member is not None:
-            yield from read_file(*member)
+            yield from read_file(member)
         elif stdin is not None:
-            got = read_stream(stdin)
-            if isinstance(got, str):
-                yield Refused("stdin", got)
-            else:
-                yield from split("stdin", *got)
+            yield from read_stream("stdin", stdin, time.time())

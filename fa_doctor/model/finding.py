@@ -38,6 +38,9 @@ class Remedy:
     Shell text is made only when a result is rendered (`lines`), for the shell asked for. `target` holds the
     options the remedy was computed for (`--python PATH`), so the `fa-doctor fix` hint acts on the same
     environment; `replaces_torch` marks a remedy that moves torch (`fix --apply` takes it only when asked).
+    `refused` is the planner's reason fa-doctor cannot carry its actions out here (`diagnose.plan.feasible`, the
+    rule `fix --apply` refuses by): then it offers no `fa-doctor fix` command for it; empty: it can, or there is
+    nothing for it to carry out.
     """
 
     text: str
@@ -46,6 +49,7 @@ class Remedy:
     intent: Intent | None = None
     target: tuple[str, ...] = ()
     replaces_torch: bool = False
+    refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fa_doctor.catalog.families import normalize
+from fa_doctor.catalog.server_rules import SglangRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,14 +84,23 @@ class ModuleSpot:
 class SglangFacts:
     version: str
     location: str
-    accepted_versions: frozenset[int]  # fa_impl_ver values FlashAttentionBackend accepts
+    accepted_versions: frozenset[int]  # fa_impl_ver values its backend names map to (fa3 -> 3, fa4 -> 4)
     fa4_module: str  # what the server imports for FA4
-    fa4_vendored: bool
-    reads_override: bool  # does any of its source mention SGLANG_FLASHATTENTION_VERSION
+    fa4_vendored: bool  # FA4 from SGLang's own stack (its vendored copy, or sgl-kernel's copy), not flash-attn-4
+    reads_override: bool  # does its code read SGLANG_FLASHATTENTION_VERSION
     has_fa3_kernel_toggle: bool  # SGLANG_USE_SGL_FA3_KERNEL exists in this version
     reads_inkling_pip: bool
     backend_found: bool
     backend_choices: frozenset[str] | None = None  # its --attention-backend choices; None: not found in its source
+    # The release's rules: from fa-doctor's catalog (read from the released wheel), or read from the installed
+    # files when the catalog does not hold this release or its files differ from the wheel's (`note` says why).
+    rules: SglangRules | None = None
+    fa4_from: str = ""  # where FA4's kernels come from, in words
+    note: str = ""
+
+    @property
+    def source(self) -> str:
+        return self.rules.source if self.rules else "scan"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -98,5 +108,8 @@ class SglangFacts:
             "accepted_fa_versions": sorted(self.accepted_versions),
             "fa4_module": self.fa4_module,
             "fa4_vendored": self.fa4_vendored,
+            "fa4_from": self.fa4_from,
             "reads_SGLANG_FLASHATTENTION_VERSION": self.reads_override,
+            "rules_from": self.source,
+            "note": self.note,
         }

@@ -65,7 +65,15 @@ class ReinstallOwners:
     owners: tuple[str, ...]  # "name version"
 
 
-Intent = Union[Install, ReinstallSame, Rebuild, Satisfy, InstallTorch, CudaTorch, ReinstallOwners]
+@dataclass(frozen=True, slots=True)
+class Override:
+    """Remedy (1): unset the override; `valid`, a version that can work here, is offered as a separate remedy (the
+    two are alternatives: one paste block each), worded for what the machine proves (a GPU, --gpu-arch, none)."""
+
+    valid: int | None = None
+
+
+Intent = Union[Install, ReinstallSame, Rebuild, Satisfy, InstallTorch, CudaTorch, ReinstallOwners, Override]
 
 
 def describe(intent: Intent) -> str:

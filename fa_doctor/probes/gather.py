@@ -36,7 +36,7 @@ def _installed(target: TargetFacts) -> Installed:
 
     scan = scan_distributions(target.sys_path)
     sglang_dist = scan.first("sglang")
-    sglang = read_sglang(sglang_dist, environment.OVERRIDE) if sglang_dist else None
+    sglang = read_sglang(sglang_dist, environment.OVERRIDE, scan) if sglang_dist else None
     return Installed(scan, read_torch_build(target.sys_path), sglang)
 
 
@@ -49,6 +49,7 @@ def gather(
     """Run the probes: the GPU in the background; the target (its path drives the rest), then the disk.
     `meanwhile` runs while the target's interpreter starts (the caller imports what follows the answer)."""
     from fa_doctor.probes import environment
+    from fa_doctor.probes.compiler import find_git, find_nvcc
     from fa_doctor.probes.gpu import early_answer, probe_gpus
 
     python = options.python or sys.executable
@@ -91,4 +92,6 @@ def gather(
         installed.sglang,
         options.flags,
         options.gpu_arch or (),
+        find_nvcc(env),
+        find_git(env),
     )

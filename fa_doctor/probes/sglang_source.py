@@ -1,30 +1,45 @@
-"""What the installed SGLang accepts, read from a handful of its source files (never imported)."""
+"""What the installed SGLang does with FlashAttention: its release's rules from fa-doctor's catalog (read from the
+released wheel when the catalog was generated), or, for a release the catalog does not hold or files that differ
+from the wheel's RECORD, the same rules read from the installed source files (never imported).
+
+Where FA4 comes from is settled here too, because it can depend on the installed kernel package: SGLang
+0.5.3rc2-0.5.8.post1 call sgl_kernel.flash_attn(..., ver=4), which imports the CuTe copy inside the sgl-kernel wheel
+(catalog/servers.py KERNELS says which).
+"""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 
-from fa_doctor.model.install import Distribution, SglangFacts
-from fa_doctor.probes import files
+from fa_doctor.catalog import names, server_rules
+from fa_doctor.catalog.server_rules import SglangRules
+from fa_doctor.model.install import Distribution, DistributionScan, SglangFacts
+from fa_doctor.probes import files, sglang_rules
 
-BACKEND = "sglang/srt/layers/attention/flashattention_backend.py"
-# Where an env var read by SGLang would be declared or consulted.
-_READERS = (
-    "sglang/srt/environ.py",
-    BACKEND,
+BACKEND = sglang_rules.BACKEND_FILE
+# Files checked against the installed RECORD before the catalog's rules are trusted: edited after install (a
+# patched image), the catalog's rules would not be this code's.
+_CHECKED = (BACKEND, "sglang/srt/layers/attention/attention_registry.py", "sglang/srt/server_args.py")
+_FIXED = (
     "sglang/srt/server_args.py",
-    "sglang/srt/arg_groups/overrides.py",
+    "sglang/srt/environ.py",
+    "sglang/srt/utils.py",
+    "sglang/srt/utils/common.py",
+    "sglang/srt/model_executor/model_runner.py",
     "sglang/srt/layers/attention/attention_registry.py",
+    BACKEND,
+    "sglang/jit_kernel/flash_attention_v4.py",
+    "sglang/kernels/ops/attention/flash_attention_v4.py",
 )
-# FA4's home moved over time (reference/fa-selection.md 1.2); newest first: (marker file, module, vendored).
+_WALKED = "sglang/srt/arg_groups"
+# Where a vendored FA4 has lived (a fallback when the backend's import of it cannot be read).
 _FA4_HOMES = (
-    ("sglang/kernels/ops/attention/flash_attn/cute/interface.py", "sglang.kernels.ops.attention.flash_attn.cute", True),
-    ("sglang/jit_kernel/flash_attn/cute/interface.py", "sglang.jit_kernel.flash_attn.cute", True),
+    ("sglang/kernels/ops/attention/flash_attn/cute/interface.py", "sglang.kernels.ops.attention.flash_attn.cute"),
+    ("sglang/jit_kernel/flash_attn/cute/interface.py", "sglang.jit_kernel.flash_attn.cute"),
 )
-_VERSION_TEST = re.compile(r"fa_impl_ver\s*==\s*(\d+)")
-# argparse's `choices` for --attention-backend; the list moved out of server_args.py in 2026.
-_CHOICES_FILES = ("sglang/srt/arg_groups/choices.py", "sglang/srt/server_args.py")
 _CHOICES_START = re.compile(r"^ATTENTION_BACKEND_CHOICES\s*=\s*\[", re.MULTILINE)
 _QUOTED = re.compile(r"""["']([A-Za-z0-9_.-]{1,64})["']""")
 
@@ -38,42 +53,130 @@ def backend_choices(text: str) -> frozenset[str] | None:
     start = _CHOICES_START.search(text)
     if start is None:
         return None
-    names: set[str] = set()
+    found: set[str] = set()
     for line in text[start.end() : start.end() + 20_000].splitlines():
         code = line.split("#", 1)[0]
-        names.update(_QUOTED.findall(code.split("]", 1)[0]))
+        found.update(_QUOTED.findall(code.split("]", 1)[0]))
         if "]" in code:
-            return frozenset(names) or None
+            return frozenset(found) or None
     return None  # no closing bracket nearby: not a list this can read
 
 
-def read_sglang(dist: Distribution, override_name: str) -> SglangFacts:
-    root = dist.location
-    sources = {rel: _text(os.path.join(root, rel)) for rel in _READERS}
-    backend = sources[BACKEND]
-    versions = {int(v) for v in _VERSION_TEST.findall(backend)}
-    if backend and not versions:
-        versions = {3}  # before fa_impl_ver existed (mid-2025) the backend was FA3 only
-    fa4_module, vendored = "flash_attn.cute", False
-    for marker, module, is_vendored in _FA4_HOMES:
+def sources(root: str) -> dict[str, str]:
+    """The installed source files the rules live in (sglang_rules.SOURCE_FILES), by their path in the wheel."""
+    rels = list(_FIXED)
+    walked = os.path.join(root, _WALKED)
+    for folder, dirs, names_ in os.walk(walked) if os.path.isdir(walked) else ():
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")[:50]
+        rels += [os.path.relpath(os.path.join(folder, n), root).replace(os.sep, "/") for n in sorted(names_)[:200]]
+    out = {}
+    for rel in rels:
+        if sglang_rules.SOURCE_FILES.match(rel) and files.is_regular(os.path.join(root, rel)):
+            out[rel] = _text(os.path.join(root, rel))
+    return out
+
+
+def _edited(dist: Distribution) -> list[str]:
+    """The checked files whose content differs from the sha256 the installed RECORD gives for them."""
+    record = _text(os.path.join(dist.metadata_dir, "RECORD"))
+    wanted = {}
+    for line in record.splitlines():
+        path, _, rest = line.partition(",")
+        if path in _CHECKED and rest.startswith("sha256="):
+            wanted[path] = rest[len("sha256=") :].split(",", 1)[0]
+    out = []
+    for path, digest in wanted.items():
+        data = files.read(os.path.join(dist.location, path), 8 << 20).data
+        if data is None:
+            continue
+        got = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        if got != digest:
+            out.append(path)
+    return out
+
+
+def read_rules(dist: Distribution) -> tuple[SglangRules, str]:
+    """(the rules, a note): the catalog's, unless it does not hold this release or the files were edited."""
+    known = server_rules.sglang(dist.version)
+    edited = _edited(dist) if known else []
+    if known is not None and not edited:
+        return known, ""
+    row = sglang_rules.read_rules(sources(dist.location))
+    if edited:
+        note = (
+            f"{', '.join(p.rsplit('/', 1)[-1] for p in edited)} differ from the released wheel's RECORD (edited "
+            "after install), so its rules were read from the installed files, not taken from fa-doctor's catalog"
+        )
+    else:
+        note = (
+            f"fa-doctor's catalog (generated {server_rules.generated_on()}) does not hold SGLang {dist.version}: its "
+            "rules were read from the installed source files only"
+        )
+    return SglangRules.from_row(dist.version, row, "scan"), note
+
+
+def _fa4(rules: SglangRules, root: str, scan: DistributionScan | None) -> tuple[str, bool, str]:
+    """(module, from SGLang's own stack, in words) for fa_impl_ver=4."""
+    if 4 not in rules.accepted:
+        return "flash_attn.cute", False, f"SGLang {rules.version} has no FA4 backend"
+    if rules.fa4 == "sgl_kernel.flash_attn":
+        kernel = scan.first(*names.SGL_KERNELS) if scan else None
+        pinned = re.search(r"==\s*([^\s;,]+)", rules.kernel)
+        facts = server_rules.kernel(kernel.version) if kernel else None
+        facts = facts or (server_rules.kernel(pinned.group(1)) if pinned else None)
+        module = facts.fa4 if facts and facts.fa4 else "flash_attn.cute"
+        which = f"{kernel.name} {kernel.version}" if kernel else f"the kernel package ({rules.kernel or 'not pinned'})"
+        return (
+            module,
+            True,
+            (
+                f"SGLang {rules.version} calls sgl_kernel.flash_attn(..., ver=4), which takes FA4 from the CuTe copy "
+                f"inside {which} ({module}); the flash-attn-4 package is not used"
+            ),
+        )
+    if rules.fa4.startswith("sglang."):
+        text = f"SGLang {rules.version}'s own vendored copy ({rules.fa4})"
+        if rules.fa4_switch:
+            var, value, other = rules.fa4_switch
+            text += f"; with {var}={value} it imports {other} (the flash-attn-4 package) instead"
+        return rules.fa4, True, text
+    if rules.fa4:
+        return rules.fa4, False, f"SGLang {rules.version} imports {rules.fa4} from the flash-attn-4 package"
+    for marker, module in _FA4_HOMES:  # the wrapper's import could not be read: where a vendored copy would be
         if files.is_regular(os.path.join(root, marker)):
-            fa4_module, vendored = module, is_vendored
-            break
-    fa4_wrapper = _text(os.path.join(root, "sglang/kernels/ops/attention/flash_attention_v4.py"))
-    choices = None
-    for rel in _CHOICES_FILES:
-        choices = backend_choices(sources[rel] if rel in sources else _text(os.path.join(root, rel)))
-        if choices is not None:
-            break
+            return module, True, f"SGLang {rules.version}'s own vendored copy ({module})"
+    return "flash_attn.cute", False, f"SGLang {rules.version} imports flash_attn.cute (the flash-attn-4 package)"
+
+
+def read_sglang(dist: Distribution, override_name: str, scan: DistributionScan | None = None) -> SglangFacts:
+    root = dist.location
+    rules, note = read_rules(dist)
+    backend_found = rules.source == "catalog" or files.is_regular(os.path.join(root, BACKEND))
+    if rules.source == "scan" and not rules.backends and backend_found:
+        rules = _with_backends(rules, _text(os.path.join(root, BACKEND)))
+    module, own, fa4_from = _fa4(rules, root, scan)
+    switch = rules.fa4_switch
     return SglangFacts(
         version=dist.version,
         location=root,
-        accepted_versions=frozenset(versions or {3, 4}),
-        fa4_module=fa4_module,
-        fa4_vendored=vendored,
-        reads_override=any(override_name in text for text in sources.values()),
-        has_fa3_kernel_toggle="SGLANG_USE_SGL_FA3_KERNEL" in sources["sglang/srt/environ.py"],
-        reads_inkling_pip="SGLANG_INKLING_FA4_USE_PIP" in fa4_wrapper,
-        backend_found=bool(backend),
-        backend_choices=choices,
+        accepted_versions=rules.accepted or frozenset({3, 4}),
+        fa4_module=module,
+        fa4_vendored=own,
+        reads_override=override_name in rules.reads,
+        has_fa3_kernel_toggle="SGLANG_USE_SGL_FA3_KERNEL" in rules.reads,
+        reads_inkling_pip=bool(switch and switch[0] == "SGLANG_INKLING_FA4_USE_PIP"),
+        backend_found=backend_found,
+        backend_choices=rules.choices or None,
+        rules=rules,
+        fa4_from=fa4_from,
+        note=note,
     )
+
+
+def _with_backends(rules: SglangRules, backend: str) -> SglangRules:
+    """No registry could be read (it moved, or a trimmed install): FA3, and the versions FlashAttentionBackend
+    compares fa_impl_ver with (a fallback only: a comparison is not proof that a backend name maps to it)."""
+    from dataclasses import replace
+
+    versions = sorted({3} | {int(v) for v in re.findall(r"fa_impl_ver\s*==\s*(\d)", backend)})
+    return replace(rules, backends=tuple((f"fa{v}", v) for v in versions))

@@ -165,11 +165,12 @@ def remedy_lines(remedy: Remedy, shell: str = "bash") -> tuple[str, ...]:
 
 
 def fix_command(remedy: Remedy, finding_id: str) -> str | None:
-    """The `fa-doctor fix` command that applies this remedy; None when there is nothing to apply."""
+    """The `fa-doctor fix` command that applies this remedy; None when there is nothing to apply, or when the
+    planner found fa-doctor cannot carry it out here (`remedy.refused`: `fix --apply` would refuse it)."""
     if finding_id.startswith("explain."):
         return None  # `fix` applies what `check` finds; a pasted error is not a finding of this machine
     steps = [a for a in remedy.actions if not isinstance(a, RunCommand)]  # a command to run diagnoses
-    if not steps:
+    if not steps or remedy.refused:
         return None
     if all(isinstance(a, (SetEnv, UnsetEnv)) and a.name == OVERRIDE for a in steps):
         value = next((a.value for a in steps if isinstance(a, SetEnv)), None)
@@ -193,6 +194,8 @@ def remedy_dict(remedy: Remedy, finding_id: str | None = None) -> dict[str, Any]
     }
     if finding_id is not None:
         out["fix"] = fix_command(remedy, finding_id)
+        if remedy.refused:
+            out["fix_refused"] = remedy.refused
     return out
 
 

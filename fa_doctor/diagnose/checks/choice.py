@@ -78,12 +78,13 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                 )
             )
         else:
+            source = facts.sglang.fa4_from if facts.sglang and choice.implementation == "fa4-sglang" else ""
             out.append(
                 Finding(
                     "selection.ok",
                     Severity.OK,
                     f"FA{choice.version} will run for {where}: {_label(choice)}",
-                    choice.why + ".",
+                    choice.why + "." + (f" FA4 comes from {source}." if source else ""),
                     evidence,
                 )
             )

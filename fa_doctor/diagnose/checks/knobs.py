@@ -8,10 +8,13 @@ Each rule below was read in released code, fetched with `pip download --no-deps`
   true/1 as true: anything else (yes, on, TRUE is fine since it is lower-cased) warns and means false.
 - flash-attn 2.8.3.post2 sdist, `flash_attn/flash_attn_interface.py` L11 (and setup.py L65):
   `os.getenv("FLASH_ATTENTION_TRITON_AMD_ENABLE", "FALSE") == "TRUE"`: exactly `TRUE`, no case folding.
-- vllm 0.14.1 wheel: `config/attention.py` L94 copies `VLLM_FLASH_ATTN_VERSION` (`envs.py` L577: `int(value)`)
-  into `flash_attn_version` with a deprecation warning; `fa_utils.get_flash_attn_version` then asserts the
-  version is supported (2 on SM>=8, 3 on SM 9.x, 4 on SM 10.x; 3 on SM 10.x falls back to 2), and an assertion
-  failure makes FlashAttention unavailable. The vllm 0.15.0 and 0.16.0 wheels never read the variable.
+- vLLM, per release, from fa-doctor's catalog (catalog/servers.py VLLM, read from each release's wheel): whether
+  envs.py declares VLLM_FLASH_ATTN_VERSION (0.7.0-0.14.1), the values its own assert takes (`in [2, 3]` up to
+  0.12.0; 0.13.0-0.14.1 copy it into the config unchecked), the Literal of `--attention-config.flash_attn_version`
+  (2, 3 in 0.13.0-0.16.0; 2, 3, 4 from 0.17.0) and each FA version's "only supported on ..." reason; `int(value)`
+  (envs.py) stops vLLM at start-up on anything else than an integer.
+- SGLANG_INKLING_FA4_USE_PIP: flash_attention_v4.py of the releases the catalog lists (0.5.16-0.5.22) compares it
+  with exactly "1" and then imports pip's flash_attn.cute.
 - the FA4 4.0.0b36 wheel and SGLang 0.5.23's vendored copy, `flash_attn/cute/interface.py`
   `_get_device_arch`: `FLASH_ATTENTION_ARCH` picks the kernel path (SM80/SM90/SM100/SM120), parsed by
   `^(?:sm_?|SM_?)?(\\d+)(\\d)([af]?)$` (else `ValueError: Invalid arch format` at the first FA4 call); the
@@ -24,6 +27,8 @@ import re
 from collections.abc import Callable, Mapping
 
 from fa_doctor.catalog import knobs as catalog
+from fa_doctor.catalog import server_rules
+from fa_doctor.catalog.server_rules import VllmRules
 from fa_doctor.diagnose.checks.override import shown
 from fa_doctor.model.actions import SetEnv, UnsetEnv
 from fa_doctor.model.facts import Facts
@@ -83,6 +88,38 @@ def _sgl_fa3_kernel(facts: Facts, value: str) -> list[Finding]:
     )
 
 
+def _inkling(facts: Facts, value: str) -> list[Finding]:
+    """SGLANG_INKLING_FA4_USE_PIP: flash_attention_v4.py compares it with exactly "1" (the releases that read it
+    come from the catalog)."""
+    name = "SGLANG_INKLING_FA4_USE_PIP"
+    make = _maker(name, value, _unset(name, "Unset it: SGLang then uses its vendored FA4."))
+    readers = server_rules.sglang_reading(name)
+    span = f"SGLang {readers[0]}-{readers[-1]}" if readers else "no SGLang release in fa-doctor's catalog"
+    sgl = facts.sglang
+    if sgl is None or not sgl.reads_inkling_pip:
+        return make(
+            "knob.ignored",
+            Severity.WARN,
+            f"{name} is set but this SGLang ignores it",
+            f"Only {span} read it (FA4 from pip flash_attn.cute instead of the vendored copy); "
+            + (f"SGLang {sgl.version} does not." if sgl else "SGLang is not installed."),
+        )
+    if value != "1":
+        return make(
+            "knob.ignored",
+            Severity.WARN,
+            f"{name}={shown(value)} does nothing",
+            f'SGLang {sgl.version} compares it with exactly "1": any other value keeps its vendored FA4.',
+            expected="1",
+        )
+    return make(
+        "knob.active",
+        Severity.INFO,
+        f"{name}=1: FA4 from the flash-attn-4 package",
+        f"SGLang {sgl.version} imports pip's flash_attn.cute (the flash-attn-4 package) instead of its vendored copy.",
+    )
+
+
 def _flashinfer_flag(value: str) -> list[Finding]:
     name = "SGLANG_IS_FLASHINFER_AVAILABLE"
     if value.lower() in _GET_BOOL:
@@ -98,31 +135,53 @@ def _flashinfer_flag(value: str) -> list[Finding]:
     )
 
 
+def _either(values: tuple[int, ...]) -> str:
+    """(2, 3, 4) as "2, 3 or 4"."""
+    items = [str(v) for v in values]
+    return ", ".join(items[:-1]) + " or " + items[-1] if len(items) > 1 else "".join(items)
+
+
+def _vllm_rules(version: str) -> tuple[VllmRules | None, str]:
+    """The catalog's rules for this vLLM, else those of the newest release it holds (and a note saying so)."""
+    rules = server_rules.vllm(version)
+    if rules is not None:
+        return rules, ""
+    newest = server_rules.vllm_newest()
+    fallback = server_rules.vllm(newest) if newest else None
+    return fallback, (
+        f" (vLLM {version} is not in fa-doctor's catalog, generated {server_rules.generated_on()}: judged by "
+        f"{newest}, the newest release it holds; `pip install -U fa-doctor` brings a newer catalog)"
+        if fallback
+        else ""
+    )
+
+
 def _vllm_version(facts: Facts, value: str) -> list[Finding]:
+    """Each rule read from the release's own wheel (catalog/servers.py VLLM): whether envs.py declares the
+    variable, the values its assert takes, `--attention-config.flash_attn_version`'s Literal, and the reason each
+    FA version gives when vLLM's support check fails."""
     name = "VLLM_FLASH_ATTN_VERSION"
     vllm = facts.scan.first("vllm")
     if vllm is None:
         make = _maker(name, value, _unset(name, "Unset it, or leave it for another environment."), vllm=None)
         return make("knob.ignored", Severity.INFO, f"{name} is set but vLLM is not installed here", "Nothing reads it.")
-    from packaging.version import InvalidVersion, Version  # only with vLLM installed
-
-    try:
-        reads = Version(vllm.version) < Version(catalog.VLLM_STOPPED_READING)
-    except InvalidVersion:
-        reads = False
     v = vllm.version
-    if not reads:
-        accepted = " or ".join(str(n) for n in catalog.VLLM_CONFIG_FA_VERSIONS)
+    rules, note = _vllm_rules(v)
+    if rules is None:
+        return []
+    if not rules.env:
+        accepted = _either(rules.config) or "2 or 3"
+        last = server_rules.vllm_last_reading()
         make = _maker(name, value, _unset(name, f"Unset it and pass `{_FLAG}` ({accepted}) to vLLM."), vllm=v)
         return make(
             "knob.ignored",
             Severity.WARN,
             f"{name} is set but vLLM {v} does not read it",
-            f"vLLM 0.14.1 was the last release to read it (a deprecated alias); {catalog.VLLM_STOPPED_READING} and "
-            f"later ignore it. Pass `{_FLAG}` instead: it accepts {accepted}"
+            f"vLLM {last} was the last release to read it (a deprecated alias); later releases ignore it{note}. Pass "
+            f"`{_FLAG}` instead: it accepts {accepted}"
             + (
                 f", not {value.strip()}."
-                if value.strip().isdigit() and int(value) not in catalog.VLLM_CONFIG_FA_VERSIONS
+                if value.strip().isdigit() and len(value) < 4 and int(value) not in rules.config
                 else "."
             ),
         )
@@ -131,7 +190,7 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
         number = int(value) if len(value) <= 40 else None  # vLLM's own int(): " 3" is 3
     except ValueError:
         number = None
-    expected = "2 (SM>=8), 3 (SM 9.x) or 4 (SM 10.x)"
+    expected = _either(rules.env_accepts) or "an FA version its support check passes"
     if number is None:
         return make(
             "knob.invalid",
@@ -140,8 +199,16 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
             f"vLLM {v} calls int() on it and stops at start-up with a ValueError.",
             expected=expected,
         )
+    if rules.env_accepts and number not in rules.env_accepts:
+        return make(
+            "knob.invalid",
+            Severity.FAIL,
+            f"{name}={number} is not a version vLLM {v} takes",
+            f"vLLM {v} asserts `{name} in {list(rules.env_accepts)}`; the assertion fails, so FlashAttention counts as "
+            f"unavailable and the FLASH_ATTN backend fails{note}.",
+            expected=expected,
+        )
     majors = {c[0] for c in facts.capabilities}
-    runs = {2: min(majors, default=8) >= 8, 3: majors <= {9}, 4: majors <= {10}}
     if number == 3 and majors == {10}:
         return make(
             "knob.conflict",
@@ -149,32 +216,29 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
             f"{name}=3 on Blackwell: vLLM uses FA2",
             f'vLLM {v} warns "Cannot use FA version 3 on Blackwell platform, defaulting to FA version 2".',
         )
-    if runs.get(number):
+    runs = {m: rules.runs(number, m) for m in majors}
+    if str(number) in rules.unsupported and all(runs.values()):
         return make(
             "knob.active",
             Severity.INFO,
             f"{name}={number} pins vLLM's FA{number}",
-            f"vLLM {v} reads it as a deprecated alias of `{_FLAG}`; vLLM 0.15.0 and later ignore it.",
+            f"vLLM {v} reads it as an alias of `{_FLAG}`; vLLM {server_rules.vllm_last_reading()} was the last "
+            f"release to read it{note}.",
         )
+    known = str(number) in rules.unsupported
     problem = (
-        f"FA{number} on compute capability {', '.join(f'{m}.x' for m in sorted(majors))}"
-        if number in runs
-        else "an unknown version"
+        f"`{rules.unsupported[str(number)]}`, and the GPU here is {', '.join(f'{m}.x' for m in sorted(majors))}"
+        if known
+        else f"it has no FA{number}"
     )
     return make(
-        "knob.conflict" if number in runs else "knob.invalid",
+        "knob.conflict" if known else "knob.invalid",
         Severity.FAIL,
         f"{name}={number} cannot work here",
         f"vLLM {v} asserts the pinned version is supported ({problem}); when it is not, FlashAttention counts as "
-        "unavailable and the FLASH_ATTN backend fails.",
+        f"unavailable and the FLASH_ATTN backend fails{note}.",
         expected=expected,
     )
-
-
-def _unaccepted(value: str) -> bool:
-    """A version number vLLM >= 0.15's --attention-config.flash_attn_version refuses (4, for one)."""
-    text = value.strip()
-    return text.isdigit() and len(text) < 4 and int(text) not in catalog.VLLM_CONFIG_FA_VERSIONS
 
 
 def _fa4_arch(facts: Facts, value: str) -> list[Finding]:
@@ -301,16 +365,8 @@ def check_knobs(facts: Facts) -> list[Finding]:
         out += _sgl_fa3_kernel(facts, env["SGLANG_USE_SGL_FA3_KERNEL"])
     if "SGLANG_IS_FLASHINFER_AVAILABLE" in env:
         out += _flashinfer_flag(env["SGLANG_IS_FLASHINFER_AVAILABLE"])
-    if "SGLANG_INKLING_FA4_USE_PIP" in env and not (facts.sglang and facts.sglang.reads_inkling_pip):
-        name = "SGLANG_INKLING_FA4_USE_PIP"
-        out += _maker(name, env[name], _unset(name, "Unset it."))(
-            "knob.ignored",
-            Severity.WARN,
-            f"{name} is set but this SGLang ignores it",
-            "It existed only in SGLang builds of 2026-07/08 (FA4 from pip flash_attn.cute instead of the vendored "
-            "copy); "
-            + (f"SGLang {facts.sglang.version} does not read it." if facts.sglang else "SGLang is not installed."),
-        )
+    if "SGLANG_INKLING_FA4_USE_PIP" in env:
+        out += _inkling(facts, env["SGLANG_INKLING_FA4_USE_PIP"])
     if "VLLM_FLASH_ATTN_VERSION" in env:
         out += _vllm_version(facts, env["VLLM_FLASH_ATTN_VERSION"])
     if "FLASH_ATTENTION_ARCH" in env:

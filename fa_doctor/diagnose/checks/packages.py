@@ -50,7 +50,8 @@ def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
                 f"{facts.target.executable}.",
                 {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
                 (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),
-            )
+            ),
+            *freshness(facts),
         ]
     listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in found if s.dist}
     return [
@@ -60,6 +61,53 @@ def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
             "FlashAttention packages found",
             "; ".join(f"{k}: {v}" for k, v in listing.items()),
             listing,
+        ),
+        *freshness(facts),
+    ]
+
+
+# Whose releases fa-doctor's catalog tracks and judges by: the servers, the FA packages and SGLang's kernels.
+_TRACKED = (*names.SERVERS, *names.SGL_KERNELS, names.FLASH_ATTN, names.FLASH_ATTN_4)
+
+
+def freshness(facts: Facts) -> list[Finding]:
+    """One info finding when an installed server, FA or kernel release is newer than every release fa-doctor's
+    catalog holds: what fa-doctor knows ends at the catalog's date."""
+    from packaging.version import InvalidVersion, Version
+
+    from fa_doctor.catalog import ecosystem, releases
+
+    newer = []
+    for name in _TRACKED:
+        have = installed(facts, name)
+        newest = ecosystem.latest(name, pre=True) if ecosystem.known(name) else None
+        if have is None or newest is None or ecosystem.exists(name, have):
+            continue
+        try:
+            if Version(have.split("+", 1)[0]) > Version(newest):
+                newer.append(f"{name} {have} (the catalog's newest: {newest})")
+        except InvalidVersion:
+            continue
+    if not newer:
+        return []
+    date = releases.GENERATED_ON
+    return [
+        Finding(
+            "package.newer_than_catalog",
+            Severity.INFO,
+            f"fa-doctor's knowledge of releases ends at {date}",
+            f"{'; '.join(newer)} {'is' if len(newer) == 1 else 'are'} newer than fa-doctor's catalog of releases "
+            f"(generated {date} from the package index and the released wheels). What it says about "
+            f"{'this release' if len(newer) == 1 else 'these releases'} comes from the installed files or the newest "
+            "release it knows, not from the released artifacts.",
+            {"catalog_generated_on": date, "newer": newer},
+            (
+                Remedy(
+                    "Update fa-doctor (its catalog is part of the package), or regenerate the catalog from a checkout "
+                    "of fa-doctor: `python scripts/regen_catalog.py` (docs/catalog.md).",
+                    actions=(RunCommand(("python", "-m", "pip", "install", "--upgrade", "fa-doctor")),),
+                ),
+            ),
         )
     ]
 

@@ -1,19 +1,18 @@
 """The three documented remedies as checks state them: (1) unset or fix the override, (2) reinstall a
 compatible package, (3) let auto-detection pick.
 
-(1) and (3) are shell and launch-command changes, made here; (2) is an intent (`fa_doctor.model.intents`):
-which version, from which index, under which constraints is decided by the planner after every check ran.
+(3) is a shell and launch-command change, made here; (1) and (2) are intents (`fa_doctor.model.intents`): which
+version, from which index, under which constraints, and whether a value "works here" is decided by the planner
+after every check ran.
 """
 
 from __future__ import annotations
 
-from fa_doctor.model.actions import Action, RunCommand, SetEnv, UnsetEnv
+from fa_doctor.model.actions import Action, RunCommand, UnsetEnv
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
-from fa_doctor.model.intents import Install, Intent, ReinstallSame
+from fa_doctor.model.intents import Install, Intent, Override, ReinstallSame
 from fa_doctor.probes.environment import OVERRIDE
-
-UNSET_FIX = 'eval "$(fa-doctor fix --unset-override)"'
 
 
 def planned(intent: Intent, text: str = "") -> Remedy:
@@ -41,15 +40,10 @@ def pinned(facts: Facts) -> bool:
 
 
 def unset_override(valid: int | None = None) -> Remedy:
-    actions: list[Action] = [UnsetEnv(OVERRIDE)]
-    text = (
-        f"(1) Unset {OVERRIDE} in this shell (`{UNSET_FIX}` does it) and remove it from env files and launch scripts "
-        "(`fa-doctor fix --unset-override --env-file FILE`)"
-    )
-    if valid is not None:
-        actions.append(SetEnv(OVERRIDE, str(valid)))
-        text += f", or set it to {valid}, a value that works here (`fa-doctor fix --unset-override --set {valid}`)"
-    return Remedy(text + ".", actions=tuple(actions))
+    """Remedy (1): unset the override; with `valid`, setting it to that version is a second, separate remedy (the
+    planner writes both: pasting one block never undoes the other, and "works here" is said only where it is
+    proven)."""
+    return planned(Override(valid))
 
 
 def auto_detect(facts: Facts | None = None) -> Remedy:

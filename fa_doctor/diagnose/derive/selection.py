@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fa_doctor.catalog import names
+from fa_doctor.catalog.server_rules import PHASES, DefaultRule
 from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.model.facts import Facts
 
@@ -52,6 +54,8 @@ class Selection:
     decode: PhaseChoice
     sglang_default: str | None
     sglang_default_why: str
+    catalog_date: str = ""  # GENERATED_ON of fa-doctor's catalog of releases
+    sglang_rules: str = ""  # where the installed SGLang's rules were read: the catalog, or its files (and why)
 
     @property
     def phases(self) -> tuple[PhaseChoice, PhaseChoice]:
@@ -65,71 +69,209 @@ class Selection:
             "decode": self.decode.to_dict(),
             "sglang_default_backend": self.sglang_default,
             "sglang_default_why": self.sglang_default_why,
+            "catalog_generated_on": self.catalog_date,
+            "sglang_rules": self.sglang_rules,
         }
 
 
-def implementation_for(version: int, facts: Facts, states: dict[str, ImplState]) -> tuple[ImplState | None, list[str]]:
-    """What the server loads for an FA version, and every reason that cannot work here."""
+def _refusals(
+    facts: Facts, version: int, phase: str | None, flag: str | None
+) -> tuple[list[str], list[str], list[str]]:
+    """(what stops it, what stops it for some models only, the GPU gates that stop it): the installed SGLang's own
+    raises and gates for this backend, phase and flag, in its own words (the catalog's rules, or its files')."""
+    sgl = facts.sglang
+    rules = sgl.rules if sgl else None
+    if sgl is None or rules is None:
+        return [], [], []
+    backend = f"fa{version}"
+    stops: list[str] = []
+    some: list[str] = []
+    gates: list[str] = []
+    phases = (phase,) if phase else PHASES
+    seen: set[str] = set()
+    for ph in phases:
+        for refusal in rules.refusals_for(ph, backend, flag):
+            what = f"`{refusal.where} {backend}`" if refusal.where.startswith("--") else f"{backend} for {ph}"
+            text = f"SGLang {sgl.version} raises {refusal.text} with {what}"
+            if refusal.models != "any":
+                text = f"for {'MLA' if refusal.models == 'mla' else 'non-MLA (MHA)'} models, {text}"
+            if text not in seen:
+                seen.add(text)
+                (stops if refusal.models == "any" else some).append(text)
+    gate = rules.gate(backend)
+    for major in sorted({c[0] for c in facts.capabilities}) if gate else ():
+        admits = gate.admits(major) if gate else None
+        if admits is None and gate:
+            gates.append(
+                f"SGLang {sgl.version} refuses {backend} on sm_{major}x at start-up: `{gate.error}` ({gate.file})"
+            )
+        elif admits == "mha" and gate:
+            some.append(f"for MLA models on sm_{major}x, SGLang {sgl.version} raises `{gate.error}` at start-up")
+    return stops, some, gates
+
+
+def implementation_for(
+    version: int, facts: Facts, states: dict[str, ImplState], phase: str | None = None, flag: str | None = None
+) -> tuple[ImplState | None, list[str]]:
+    """What the server loads for an FA version, and every reason that cannot work here (for `phase`, chosen by
+    `flag`; neither: both phases, as a pin or --attention-backend would)."""
+    state, reasons, _ = _implementation(version, facts, states, phase, flag)
+    return state, reasons
+
+
+def _implementation(
+    version: int, facts: Facts, states: dict[str, ImplState], phase: str | None, flag: str | None
+) -> tuple[ImplState | None, list[str], list[str]]:
     sgl = facts.sglang
     if sgl is not None:
-        reasons: list[str] = []
         if version not in sgl.accepted_versions:
-            reasons.append(
-                f"SGLang {sgl.version}'s FlashAttentionBackend accepts fa_impl_ver "
-                f"{' and '.join(map(str, sorted(sgl.accepted_versions)))} only (it would raise "
-                f"`ValueError: Invalid version: self.fa_impl_ver={version}`); FA2 is only a fallback inside "
-                "its FA3 path"
+            names_ = " and ".join(f"fa{v}" for v in sorted(sgl.accepted_versions))
+            return (
+                None,
+                [
+                    f"SGLang {sgl.version} has no fa{version} backend (its FlashAttention backends: {names_}): "
+                    f"`--attention-backend fa{version}` stops it at start-up with `invalid choice: 'fa{version}'`"
+                    + ("; FA2 is only a fallback inside its FA3 path" if version == 2 else "")
+                ],
+                [],
             )
-            return None, reasons
+        stops, some, gates = _refusals(facts, version, phase, flag)
+        reasons: list[str] = []
         if version == 3:
             state = states["fa3-sgl"]
         else:
-            state = states["fa4-sglang"] if sgl.fa4_vendored else states["fa4"]
+            switch = sgl.rules.fa4_switch if sgl.rules else None
+            pip = switch is not None and facts.env.get(switch[0]) == switch[1]
+            state = states["fa4-sglang"] if sgl.fa4_vendored and not pip else states["fa4"]
             kernel = states["fa3-sgl"]
             if not kernel.installed:
                 reasons.append(
                     "SGLang imports sgl_kernel (merge_state_v2) even for FA4, "
                     f"and {names.SGLANG_KERNEL} is not installed"
                 )
-        return state, [*state.problems(), *reasons]
+            elif sgl.rules and sgl.rules.fa4 == "sgl_kernel.flash_attn" and (phase in (None, "decode")):
+                from fa_doctor.catalog import server_rules
+
+                dist = facts.scan.first(*names.SGL_KERNELS)
+                kfacts = server_rules.kernel(dist.version) if dist else None
+                if kfacts and kfacts.fa4_decode:
+                    reasons.append(
+                        f"{kfacts.name} {kfacts.version}'s flash_attn_with_kvcache(..., ver=4) raises "
+                        f"`{kfacts.fa4_decode}`: FA4 cannot decode with this kernel"
+                    )
+                elif kfacts is not None and not kfacts.fa4:
+                    reasons.append(
+                        f"{kfacts.name} {kfacts.version} ships no FA4 copy: sgl_kernel.flash_attn(..., ver=4) "
+                        "fails with `FA4 is not available, please check your installation.`"
+                    )
+        # The server's GPU gate only where the implementation's own GPU check does not already say it.
+        stops += [] if state.gpu_reasons else gates
+        return state, [*state.problems(), *stops, *reasons], some
     candidates = {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])
     states_v = [states[k] for k in candidates]
     for state in states_v:
         if state.usable:
-            return state, []
+            return state, [], []
     best = next((s for s in states_v if s.installed), states_v[0] if states_v else None)
     if best is None:
-        return None, [f"there is no FA{version}"]
-    return best, best.problems()
+        return None, [f"there is no FA{version}"], []
+    return best, best.problems(), []
+
+
+_KNOWN_ATOMS = {
+    # Assumed for the server fa-doctor checks: no speculative decoding, no hierarchical cache, CUDA, not ROCm,
+    # NPU or MPS.
+    "no-spec": True,
+    "hicache": False,
+    "cuda": True,
+    "hip": False,
+    "npu": False,
+    "mps": False,
+}
+# Properties of the model, which fa-doctor does not know: (assumed value, the condition in words, negated).
+_MODEL_ATOMS: dict[str, tuple[bool, str, str]] = {
+    "fa3-arch": (True, "the model's architecture is one of {archs}", "the model's architecture is not one of {archs}"),
+    "asymmetric-kv": (False, "the model has asymmetric K/V head sizes", "the model's K/V head sizes are equal"),
+    "attention-sinks": (False, "the model has attention sinks", "the model has no attention sinks"),
+}
+# SGLang 0.5.23's rule, for an SGLang whose own rule could not be read from its files.
+_FALLBACK_DEFAULT = (
+    DefaultRule("fa3", ("hopper", "no-spec")),
+    DefaultRule("trtllm_mha", ("sm100", "no-spec")),
+    DefaultRule("flashinfer", ("flashinfer",)),
+    DefaultRule("triton", ()),
+)
 
 
 def sglang_default(facts: Facts) -> tuple[str | None, str]:
-    """SGLang's default backend for a plain MHA model without speculative decoding (fa-selection.md 2.1)."""
-    # SGLang reads the capability of the current device, GPU 0 of what it sees.
-    first = facts.first_capability  # with no GPU visible, the first --gpu-arch
+    """SGLang's default backend for an MHA model without speculative decoding: the installed release's own rule
+    (the catalog's, or read from its files), evaluated for GPU 0 and this torch; a rule that depends on the model
+    is noted when it names an FA backend."""
+    first = facts.first_capability  # SGLang reads the current device, GPU 0 of what it sees (else --gpu-arch)
     if first is None:
         return None, "no GPU visible: SGLang picks by GPU (fa3 on Hopper with CUDA >= 12.3)"
-    major, minor = first
+    rules = facts.sglang.rules if facts.sglang else None
+    default = rules.default if rules and rules.default else _FALLBACK_DEFAULT
+    archs = ", ".join(rules.fa3_archs) if rules else ""
+    major, _ = first
     cuda = facts.torch_cuda
-    if major == 9 and cuda is not None and cuda >= (12, 3):
-        return "fa3", f"Hopper (sm_{major}{minor}) with torch CUDA >= 12.3"
-    if major == 10 and cuda is not None and cuda >= (12, 8):
-        return "trtllm_mha", "SM100 (fa4 only for models with asymmetric KV)"
     switch = facts.env.get("SGLANG_IS_FLASHINFER_AVAILABLE")
-    if facts.scan.first("flashinfer-python") is None:
-        backend, note = "triton", " (flashinfer is not installed)"
-    elif switch is not None and switch.lower() not in ("true", "1"):
-        # sglang's get_bool_env_var (0.5.23) counts only "true" and "1" as true: "yes" switches flashinfer off.
-        backend, note = "triton", f" (SGLANG_IS_FLASHINFER_AVAILABLE={switch})"
-    else:
-        backend, note = "flashinfer", ""
+    have_fi = facts.scan.first("flashinfer-python") is not None
+    atoms: dict[str, bool] = {
+        **_KNOWN_ATOMS,
+        "hopper": major == 9 and cuda is not None and cuda >= (12, 3),
+        "sm100": major == 10 and cuda is not None and cuda >= (12, 8),
+        "blackwell": major in (10, 12),
+        # get_bool_env_var (0.5.23) counts only "true" and "1" as true: "yes" switches flashinfer off.
+        "flashinfer": have_fi and (switch is None or switch.lower() in ("true", "1")),
+    }
+    notes = ""
+    for rule in default:
+        known = [c for c in rule.conditions if c.lstrip("!") not in _MODEL_ATOMS]
+        model = [c for c in rule.conditions if c.lstrip("!") in _MODEL_ATOMS]
+        if not all(atoms.get(c.lstrip("!"), False) != c.startswith("!") for c in known):
+            continue  # an unknown condition counts as not met
+        said = [_said(c, archs) for c in model]
+        if all(_MODEL_ATOMS[c.lstrip("!")][0] != c.startswith("!") for c in model):
+            why = _default_why(rule.backend, rule.conditions, atoms, switch, have_fi, first)
+            if said and rule.backend in FA_BACKENDS:
+                why += f" (only if {' and '.join(said)}: fa-doctor does not know the model)"
+            return rule.backend, why + notes
+        if rule.backend in FA_BACKENDS:
+            notes += f"; {rule.backend} instead if {' and '.join(said)}"
+    return "triton", "no branch of SGLang's rule matched"
+
+
+def _said(condition: str, archs: str) -> str:
+    _, holds, fails = _MODEL_ATOMS[condition.lstrip("!")]
+    return (fails if condition.startswith("!") else holds).format(archs=archs)
+
+
+def _default_why(
+    backend: str,
+    conditions: tuple[str, ...],
+    atoms: Mapping[str, bool],
+    switch: str | None,
+    have_fi: bool,
+    first: tuple[int, int],
+) -> str:
+    major, minor = first
+    if "hopper" in conditions:
+        return f"Hopper (sm_{major}{minor}) with torch CUDA >= 12.3"
+    if "sm100" in conditions:
+        return f"SM100 (sm_{major}{minor}) with torch CUDA >= 12.8"
+    if "blackwell" in conditions:
+        return f"Blackwell (sm_{major}{minor})"
     if major == 9:
         gpu = f"sm_{major}{minor} without torch CUDA >= 12.3"
     elif major == 10:
         gpu = f"sm_{major}{minor} without torch CUDA >= 12.8"
     else:
         gpu = f"sm_{major}{minor}: neither Hopper nor SM100"
-    return backend, f"{gpu}, so {backend}{note}"
+    note = ""
+    if backend != "flashinfer" and not atoms.get("flashinfer"):
+        note = " (flashinfer is not installed)" if not have_fi else f" (SGLANG_IS_FLASHINFER_AVAILABLE={switch})"
+    return f"{gpu}, so {backend}{note}"
 
 
 def rejected_backend(name: str, flag: str, facts: Facts) -> str | None:
@@ -158,6 +300,35 @@ def rejected_backend(name: str, flag: str, facts: Facts) -> str | None:
     return f"`{name}` is not an SGLang attention backend: {refusal}{hint}"
 
 
+def _missing_flag(flag: str | None, facts: Facts) -> str | None:
+    rules = facts.sglang.rules if facts.sglang else None
+    if flag is None or rules is None or not rules.flags or flag in rules.flags:
+        return None
+    return (
+        f"SGLang {rules.version} has no {flag} option (it has {', '.join(rules.flags)}): it exits at start-up with "
+        f"`unrecognized arguments: {flag}`"
+    )
+
+
+def _fa_choice(
+    phase: str, version: int, backend: str | None, source: str, why: str, facts: Facts, states: dict[str, ImplState],
+    flag: str | None,
+) -> PhaseChoice:  # fmt: skip
+    state, problems, some = _implementation(version, facts, states, phase, flag)
+    missing = _missing_flag(flag, facts)
+    if some:
+        why += "; " + "; ".join(some)
+    return PhaseChoice(
+        phase,
+        backend,
+        version,
+        state.impl.key if state else None,
+        source,
+        why,
+        (*([missing] if missing else []), *problems),
+    )
+
+
 def _phase(
     phase: str,
     backend: str | None,
@@ -172,12 +343,11 @@ def _phase(
         return PhaseChoice(phase, None, None, None, "none", why)
     version = FA_BACKENDS.get(backend)
     if version is None:
-        rejected = rejected_backend(backend, flag, facts) if flag else None
+        rejected = (_missing_flag(flag, facts) or rejected_backend(backend, flag, facts)) if flag else None
         if rejected:
             return PhaseChoice(phase, backend, None, None, source, why, (rejected,))
         return PhaseChoice(phase, backend, None, None, source, why + f"; {backend} is not FlashAttention")
-    state, problems = implementation_for(version, facts, states)
-    return PhaseChoice(phase, backend, version, state.impl.key if state else None, source, why, tuple(problems))
+    return _fa_choice(phase, version, backend, source, why, facts, states, flag)
 
 
 def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> Selection:
@@ -186,12 +356,10 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
     phases: list[PhaseChoice] = []
     for phase, flag in (("prefill", flags.prefill), ("decode", flags.decode)):
         if override is not None:
+            # The pin stands for `--attention-backend faN` (what a launcher turns it into).
             why = f"SGLANG_FLASHATTENTION_VERSION={override} pins FA{override}"
-            state, problems = implementation_for(override, facts, states)
             name = f"fa{override}" if facts.sglang and override in FA_BACKENDS.values() else None
-            phases.append(
-                PhaseChoice(phase, name, override, state.impl.key if state else None, "override", why, tuple(problems))
-            )
+            phases.append(_fa_choice(phase, override, name, "override", why, facts, states, None))
         elif flag or flags.attention:
             chosen = flag or flags.attention
             which = f"--{phase}-attention-backend" if flag else "--attention-backend"
@@ -211,7 +379,21 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
             phases.append(_phase(phase, default, "sglang-default", f"SGLang's default: {default_why}", facts, states))
         else:
             phases.append(_auto(phase, facts, states))
-    return Selection(phases[0], phases[1], default, default_why)
+    return Selection(phases[0], phases[1], default, default_why, *_knowledge(facts))
+
+
+def _knowledge(facts: Facts) -> tuple[str, str]:
+    """(the catalog's date, where the installed SGLang's rules were read)."""
+    from fa_doctor.catalog import server_rules
+
+    date = server_rules.generated_on()
+    sgl = facts.sglang
+    if sgl is None:
+        return date, ""
+    if sgl.source == "catalog" and sgl.rules is not None:
+        wheel = sgl.rules.wheel.split(" ", 1)[0]
+        return date, f"SGLang {sgl.version}'s rules from fa-doctor's catalog (read from {wheel})"
+    return date, sgl.note or f"SGLang {sgl.version}'s rules read from its installed files"
 
 
 def _auto(phase: str, facts: Facts, states: dict[str, ImplState]) -> PhaseChoice:

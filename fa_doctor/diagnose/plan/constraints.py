@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from fa_doctor.catalog import names
 from fa_doctor.catalog.families import normalize
-from fa_doctor.diagnose.derive.requires import applies, installed, name_of, requirement, server
+from fa_doctor.diagnose.derive.requires import applies, exact_pin, installed, name_of, requirement, server
 from fa_doctor.model.actions import PipInstall
 from fa_doctor.model.facts import Facts
 
@@ -29,8 +29,10 @@ def server_pins(facts: Facts) -> dict[str, str]:
         spec = requirement(text)
         if spec and "==" in spec and applies(facts, text):
             name = name_of(spec)
-            if name in _CLOSURE and name != normalize(srv.name):
-                pins[name] = re.sub(r"\[[^\]]*\]", "", spec)
+            bare = re.sub(r"\[[^\]]*\]", "", spec)
+            # One exact pin only (`name==X`, X a version): it is printed, and the metadata it comes from is hostile.
+            if name in _CLOSURE and name != normalize(srv.name) and exact_pin(bare):
+                pins[name] = bare
     return pins
 
 

@@ -17,9 +17,11 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from fa_doctor.catalog import ecosystem, names
-from fa_doctor.diagnose.derive.requires import exact_pin, installed, name_of, public, requirement
-from fa_doctor.diagnose.plan import recipes
-from fa_doctor.diagnose.plan.constraints import Unheld, keep_except, pip_install, reinstall_same
+from fa_doctor.diagnose.derive.requires import installed, name_of, requirement
+from fa_doctor.diagnose.plan import feasible, recipes
+from fa_doctor.diagnose.plan.constraints import Unheld, pip_install, reinstall_same
+from fa_doctor.diagnose.plan.pin import override_remedies
+from fa_doctor.diagnose.plan.satisfy import alternatives, satisfy
 from fa_doctor.diagnose.plan.torch import cuda_torch, install_torch
 from fa_doctor.model import intents as I
 from fa_doctor.model.actions import RunCommand
@@ -28,15 +30,30 @@ from fa_doctor.model.finding import Finding, Remedy
 
 
 def plan(findings: Iterable[Finding], facts: Facts | None, target: tuple[str, ...] = ()) -> list[Finding]:
-    """`findings` with every intent expanded into concrete remedies, and the fix hints made for `target`."""
+    """`findings` with every intent expanded into concrete remedies, the fix hints made for `target`, and each
+    remedy fa-doctor cannot carry out here marked so (`feasible.refusal`, the rule `fix --apply` refuses by)."""
+    ground = feasible.ground_of(facts) if facts is not None else None
     out = []
     for finding in findings:
         remedies: list[Remedy] = []
         for remedy in finding.remedies:
             expanded = expand(remedy, facts) if remedy.intent is not None else (remedy,)
-            remedies += [_for_target(r, target) for r in expanded]
+            remedies += [mark(_for_target(r, target), ground) for r in expanded]
         out.append(replace(finding, remedies=tuple(unique(remedies))))
     return out
+
+
+def mark(remedy: Remedy, ground: feasible.Ground | None) -> Remedy:
+    """The remedy, with the reason fa-doctor cannot carry it out here (its first refused action), if any. A remedy
+    marked as moving torch is judged as its hint runs it: with --allow-torch-change."""
+    steps = [a for a in remedy.actions if feasible.runnable(a)]
+    if ground is None or not steps:
+        return remedy
+    for action in steps:
+        why = feasible.refusal(action, ground, torch_move=remedy.replaces_torch, allow_torch_change=True)
+        if why is not None:
+            return replace(remedy, refused=why)
+    return replace(remedy, refused="")
 
 
 def _for_target(remedy: Remedy, target: tuple[str, ...]) -> Remedy:
@@ -64,6 +81,8 @@ def unique(remedies: list[Remedy]) -> list[Remedy]:
 def expand(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
     intent = remedy.intent
     assert intent is not None
+    if isinstance(intent, I.Override):
+        return override_remedies(facts, intent.valid)
     if facts is None:
         return (_check_first(remedy, intent),)
     try:
@@ -151,101 +170,4 @@ def _owners(facts: Facts, owners: tuple[str, ...]) -> Remedy:
     )
 
 
-# ---- a server's unmet requirements, and what to do when they cannot be met with this torch ------------------
-
-
-def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
-    """Install what the server (or another distribution) declares and lacks; torch is never moved here: where a
-    requirement needs another torch, the coherent alternatives are offered instead."""
-    torch_now = installed(facts, names.TORCH)
-    specs: list[str] = []
-    bound: list[str] = []  # requirements that cannot be met without another torch
-    moved: list[str] = []  # installed at another version: moving them is the user's call
-    torch_spec: str | None = None
-    for text, have in intent.unmet:
-        spec = requirement(text)
-        if spec is None:
-            continue
-        name = name_of(spec)
-        if name == names.TORCH:
-            torch_spec = spec
-            continue
-        if have != "not installed":
-            moved.append(f"{spec} (found {have})")
-            continue
-        pin = exact_pin(spec)
-        torch_pin = ecosystem.pin(name, public(pin), names.TORCH) if pin else None
-        if torch_pin and torch_now and public(torch_pin) != public(torch_now):
-            bound.append(f"{spec} (built for torch {torch_pin} exactly)")
-        else:
-            specs.append(spec)
-    out: list[Remedy] = []
-    if torch_spec and exact_pin(torch_spec) and specs:
-        # Installed around a torch the requirer does not accept, the rest would be built for the wrong torch:
-        # the coherent set-ups below come first, and each brings its own requirements.
-        specs = []
-    if specs:
-        out.append(
-            Remedy(
-                f"(2) Install what {intent.requirer} declares and lacks, at its own pins (as `pip check` reports "
-                "them); torch and the server's pins are held as constraints.",
-                actions=(pip_install(facts, specs, (), keep_except(facts, specs)),),
-            )
-        )
-    if moved:
-        out.append(
-            Remedy(
-                f"{intent.requirer} pins other versions than the installed {', '.join(moved)}: fa-doctor leaves "
-                "installed packages as they are; `pip check` lists every mismatch.",
-                actions=(RunCommand((facts.target.executable, "-m", "pip", "check")),),
-            )
-        )
-    if torch_spec or bound:
-        out += alternatives(facts, intent.requirer, torch_spec, bound)
-    return tuple(out)
-
-
-def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: list[str]) -> list[Remedy]:
-    """No install keeps both this torch and the server's pins: say so, then the two coherent ways out."""
-    torch_now = installed(facts, names.TORCH)
-    needs = ", ".join(([torch_spec] if torch_spec else []) + bound)
-    server = facts.scan.first(requirer)
-    out = [
-        Remedy(
-            f"{requirer} requires {needs}, but torch {torch_now or 'is not installed'}"
-            + (" is installed" if torch_now else "")
-            + ": no install can satisfy both, so fa-doctor plans none that keeps this torch. Choose one of the "
-            "consistent set-ups below."
-        )
-    ]
-    if server is not None and torch_now and ecosystem.known(server.normalized):
-        fits = [v for v in ecosystem.releases_pinning(server.normalized, names.TORCH, torch_now) if v != server.version]
-        if fits:
-            spec = f"{server.normalized}=={fits[0]}"
-            out.append(
-                Remedy(
-                    f"(a) Keep torch {torch_now}: install {spec}, the newest {server.normalized} release built for "
-                    f"torch {public(torch_now)} (its own pins follow; torch is held).",
-                    actions=(pip_install(facts, (spec,), (), (f"{names.TORCH}=={torch_now}",)),),
-                )
-            )
-        else:
-            out.append(
-                Remedy(
-                    f"(a) No {server.normalized} release in fa-doctor's catalog is built for torch "
-                    f"{public(torch_now)}: keeping this torch means another server build."
-                )
-            )
-    want = exact_pin(torch_spec)
-    if want:
-        moves = (f"{names.TORCH}=={want}", *(b.split(" ", 1)[0] for b in bound))
-        out.append(
-            Remedy(
-                f"(b) Move torch to {requirer}'s pin, torch=={want}: this REPLACES torch {torch_now or ''} (and "
-                "every package built against it must match); `fa-doctor fix --apply` takes this only with "
-                "--allow-torch-change.",
-                actions=(pip_install(facts, moves, (), keep_except(facts, moves)),),
-                replaces_torch=True,
-            )
-        )
-    return out
+__all__ = ["alternatives", "expand", "mark", "plan", "satisfy", "unique"]

@@ -3,14 +3,17 @@
 Each recipe installs only into the interpreter that runs the server, holds torch and the server's pins, names
 an explicit version where the index has only pre-releases, and never reuses pip's wheel cache for a rebuild.
 Where no consistent choice exists, it says so and gives the coherent alternatives (planner.alternatives).
+The kernel package is the one the server requires (sgl-kernel up to sglang 0.5.9, sglang-kernel after), at its pin;
+flash-attn-4 is the newest beta whose requirements admit the server's pins and the target's Python; and an install
+pip's resolver refused when the catalog was generated (catalog/servers.py INSTALLS) is never printed.
 """
 
 from __future__ import annotations
 
 from fa_doctor.catalog import ecosystem, names, urls
-from fa_doctor.diagnose.derive.requires import exact_pin, installed, public, requires, server
-from fa_doctor.diagnose.plan.constraints import jobs, keep, keep_except, pip_install, reinstall_same
-from fa_doctor.model.actions import Action, BuildFromClone, RunCommand
+from fa_doctor.diagnose.derive.requires import exact_pin, installed, name_of, public, requirement, requires, server
+from fa_doctor.diagnose.plan.constraints import jobs, keep, keep_except, pip_install, reinstall_same, server_pins
+from fa_doctor.model.actions import Action, BuildFromClone, PipInstall, RunCommand
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
 
@@ -37,6 +40,10 @@ def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
         return sgl_kernel(facts)
     if key == "fa3":
         return (fa3(facts),)
+    rules = facts.sglang.rules if facts.sglang else None
+    if key == "fa4-sglang" and rules is not None and rules.fa4 == "sgl_kernel.flash_attn":
+        # FA4 is the CuTe copy inside the kernel wheel (SGLang 0.5.3rc2-0.5.8.post1): the kernel is the package.
+        return (*sgl_kernel(facts), fa4(facts, key))
     if key in ("fa4", "fa4-sglang"):
         return (fa4(facts, key),)
     if key == "vllm-fa":
@@ -111,46 +118,62 @@ def fa3(facts: Facts) -> Remedy:
     )
 
 
+def _kernel_requirement(facts: Facts) -> tuple[str, str | None]:
+    """(the kernel package, the server's requirement on it): sglang 0.4.6-0.5.9 require sgl-kernel, later ones
+    sglang-kernel (the same import name, sgl_kernel); 0.4.x-0.5.2 under their `srt` extra (the catalog's line)."""
+    srv = server(facts)
+    for name in names.SGL_KERNELS:
+        wanted = requires(facts, srv, name) if srv else None
+        if wanted:
+            return name, wanted
+    line = facts.sglang.rules.kernel if facts.sglang and facts.sglang.rules else ""
+    spec = requirement(line) if line else None
+    if spec:
+        return name_of(spec), spec
+    dist = facts.scan.first(*names.SGL_KERNELS)
+    return (dist.normalized if dist else names.SGLANG_KERNEL), None
+
+
 def sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
     srv = server(facts)
-    wanted = requires(facts, srv, names.SGLANG_KERNEL) if srv else None
-    have = installed(facts, names.SGLANG_KERNEL) or installed(facts, names.SGL_KERNEL)
+    kernel, wanted = _kernel_requirement(facts)
+    have = installed(facts, kernel)
     torch_now = installed(facts, names.TORCH)
     target = exact_pin(wanted) or have
-    dist = facts.scan.first(*names.SGL_KERNELS)
-    text = f"(2) {'Reinstall' if have else 'Install'} {names.SGLANG_KERNEL} (FA3 lives in sgl_kernel/flash_ops)"
+    dist = facts.scan.first(kernel)
+    text = f"(2) {'Reinstall' if have else 'Install'} {kernel} (FA3 lives in sgl_kernel/flash_ops)"
     if wanted and srv is not None:
         text += f"; {srv.name} {srv.version} requires {wanted}"
     if target is None and torch_now:
         # Nothing pins it: the newest release built for the installed torch.
-        fits = ecosystem.releases_pinning(names.SGLANG_KERNEL, names.TORCH, torch_now)
+        fits = ecosystem.releases_pinning(kernel, names.TORCH, torch_now, python(facts))
         target = fits[0] if fits else None
         if target:
-            text += f"; {names.SGLANG_KERNEL} {target} is the newest release built for torch {public(torch_now)}"
+            text += f"; {kernel} {target} is the newest release built for torch {public(torch_now)}"
     if target is None:
         why = (
-            f": no {names.SGLANG_KERNEL} release in fa-doctor's catalog is built for torch "
+            f": no {kernel} release in fa-doctor's catalog is built for torch "
             f"{torch_now or '(not installed)'}; install the server and its kernels together from its own instructions."
         )
         return (_no_install(text + why),)
-    torch_pin = ecosystem.pin(names.SGLANG_KERNEL, public(target), names.TORCH) or ecosystem.pin(
-        names.SGL_KERNEL, public(target), names.TORCH
-    )
+    torch_pin = ecosystem.pin(kernel, public(target), names.TORCH)
     if torch_pin is None and dist is not None and have and public(have) == public(target):
         torch_pin = exact_pin(requires(facts, dist, names.TORCH))
+    if torch_pin is None:  # sgl-kernel and sglang-kernel 0.4.2-0.4.5 declare no torch: the sglang releases
+        torch_pin = ecosystem.kernel_torch(kernel, public(target))  # pinning it pin the torch it is built for
     if torch_pin and torch_now and public(torch_pin) != public(torch_now):
         why = (
-            f"; {names.SGLANG_KERNEL} {target} is built against torch {torch_pin} exactly, but torch {torch_now} is "
+            f"; {kernel} {target} is built against torch {torch_pin} exactly, but torch {torch_now} is "
             "installed: no install of it can keep this torch (see package.requirement for the consistent choices)."
         )
         return (_no_install(text + why),)
     options: list[str] = []
-    spec = f"{names.SGLANG_KERNEL}=={target}"
+    spec = f"{kernel}=={target}"
     built = ecosystem.sgl_kernel_cuda(target)
     cuda = cuda_major(facts)
-    if cuda == 12 and built == 13 and "+" not in target:
+    if kernel == names.SGLANG_KERNEL and cuda == 12 and built == 13 and "+" not in target:
         text += (
-            f"; PyPI's {names.SGLANG_KERNEL} {target} is a CUDA 13 build and torch here is CUDA 12, so take its "
+            f"; PyPI's {kernel} {target} is a CUDA 13 build and torch here is CUDA 12, so take its "
             f"`+{urls.SGL_CU12_LOCAL}` build from SGLang's index ({urls.SGL_CU12_INDEX}), where SGLang publishes "
             "CUDA 12 builds"
         )
@@ -165,11 +188,11 @@ def sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
     else:
         text += " (a new install: torch and the server's pins are held as constraints)"
         action = pip_install(facts, (spec,), options, keep_except(facts, (spec,)))
-    return (Remedy(text + ".", actions=(action,)),)
+    return (resolvable(facts, Remedy(text + ".", actions=(action,))),)
 
 
-def fa4(facts: Facts, key: str) -> Remedy:
-    srv = server(facts)
+def _dsl_reinstall(facts: Facts, key: str) -> Remedy | None:
+    """The installed CuTe DSL runtime (and flash-attn-4 for `fa4`), the same versions again, without deps."""
     cuda = cuda_major(facts)
     dsl = installed(facts, names.CUTLASS_DSL)
     actions: list[Action] = []
@@ -189,21 +212,78 @@ def fa4(facts: Facts, key: str) -> Remedy:
         actions.insert(0, reinstall_same(facts, f"{names.FLASH_ATTN_4}=={have}"))
     if actions and (key != "fa4" or have):
         return Remedy(text + ".", actions=tuple(actions))
+    return None
+
+
+def fa4(facts: Facts, key: str) -> Remedy:
+    same = _dsl_reinstall(facts, key)
+    if same is not None:
+        return same
+    srv = server(facts)
+    cuda = cuda_major(facts)
+    if key == "fa4-sglang":
+        # SGLang's own copy needs only the CuTe DSL runtime: the server's own requirements on it.
+        specs = [s for n in names.FA4_RUNTIME if srv and (s := requires(facts, srv, n)) and not installed(facts, n)]
+        specs = specs or [f"{names.CUTLASS_DSL}{'[cu13]' if cuda == 13 else ''}"]
+        text = (
+            f"(2) Install the CuTe DSL runtime SGLang's FA4 copy runs on ({', '.join(specs)}, as "
+            f"{srv.name if srv else 'the server'} requires it); torch and the server's pins are held as constraints."
+        )
+        return resolvable(facts, Remedy(text, actions=(pip_install(facts, specs, (), keep_except(facts, specs)),)))
     wanted = requires(facts, srv, names.FLASH_ATTN_4) if srv else None
-    spec = ecosystem.fa4_install_spec(cuda)
+    pins = {name_of(p): exact_pin(p) or "" for p in server_pins(facts).values()}
+    spec = ecosystem.fa4_install_spec(cuda, pins, wanted, python(facts))
+    if spec is None:
+        return _no_install(
+            f"(2) No {names.FLASH_ATTN_4} release in fa-doctor's catalog fits here: "
+            + (
+                f"{srv.name} {srv.version} requires {wanted} and pins {', '.join(server_pins(facts).values())}; "
+                if srv
+                else ""
+            )
+            + f"none of them also admits Python {'.'.join(map(str, python(facts)))}."
+        )
     why = (
         f"{names.FLASH_ATTN_4} has only pre-releases on the index, so the version is named"
         if ecosystem.prerelease_only(names.FLASH_ATTN_4)
         else "the newest release"
     )
+    held = (
+        f"; {srv.name} requires {wanted}, and this is the newest release whose own requirements admit its pins"
+        if wanted and srv
+        else ""
+    )
     text = (
-        f"(2) Install {spec} ({why}"
-        + (f"; {srv.name} requires {wanted}" if wanted and srv else "")
-        + ") with its CuTe DSL runtime"
+        f"(2) Install {spec} ({why}{held}) with its CuTe DSL runtime"
         + (" and the CUDA 13 libraries (the [cu13] extra adds them to the CUDA 12 ones)" if cuda == 13 else "")
         + "; torch and the server's pins are held as constraints, so pip adds only what is missing."
     )
-    return Remedy(text, actions=(pip_install(facts, (spec,), (), keep_except(facts, (spec,))),))
+    return resolvable(facts, Remedy(text, actions=(pip_install(facts, (spec,), (), keep_except(facts, (spec,))),)))
+
+
+def python(facts: Facts) -> tuple[int, int]:
+    return facts.target.version[0], facts.target.version[1]
+
+
+def resolvable(facts: Facts, remedy: Remedy) -> Remedy:
+    """`remedy`, unless pip's resolver found one of its installs unresolvable when fa-doctor's catalog was made
+    (scripts/regen_catalog.py records each install it can print, per SGLang release and torch): then why not."""
+    from fa_doctor.catalog import server_rules
+
+    py = ".".join(map(str, python(facts)))
+    for action in remedy.actions:
+        if not isinstance(action, PipInstall):
+            continue
+        status = server_rules.install_status(
+            server_rules.install_key(action.requirements, action.options, action.constraints, py)
+        )
+        if status is not None and status[0] != "ok":
+            return _no_install(
+                f"{remedy.text.rstrip('.')}. fa-doctor does not print that install: pip's resolver found no "
+                f"consistent set for it (Python {py}) when fa-doctor's catalog was made "
+                f"({server_rules.generated_on()}): {status[1]}"
+            )
+    return remedy
 
 
 def vllm(facts: Facts) -> Remedy:
@@ -215,16 +295,19 @@ def vllm(facts: Facts) -> Remedy:
             actions=(reinstall_same(facts, f"{names.VLLM}=={version}"),),
         )
     torch_now = installed(facts, names.TORCH)
-    fits = ecosystem.releases_pinning(names.VLLM, names.TORCH, torch_now) if torch_now else ()
+    fits = ecosystem.releases_pinning(names.VLLM, names.TORCH, torch_now, python(facts)) if torch_now else ()
     if not fits:
         return _no_install(
             f"(2) No vLLM release in fa-doctor's catalog is built for torch {torch_now or '(not installed)'}: "
             "install vLLM and its torch together from vLLM's instructions."
         )
     spec = f"{names.VLLM}=={fits[0]}"
-    return Remedy(
-        f"(2) Install {spec}, the newest vLLM built for torch {torch_now}; torch is held as a constraint.",
-        actions=(pip_install(facts, (spec,), (), keep(facts)),),
+    return resolvable(
+        facts,
+        Remedy(
+            f"(2) Install {spec}, the newest vLLM built for torch {torch_now}; torch is held as a constraint.",
+            actions=(pip_install(facts, (spec,), (), keep(facts)),),
+        ),
     )
 
 

@@ -1,14 +1,16 @@
-"""Structure-aware edits of the override in env files: one small tokenizer per dialect.
+"""Structure-aware edits of the override in env files: sh (bash, zsh), dotenv and systemd.
 
 Each dialect module reads the whole file (continuations, compound statements, quoted strings, heredocs) and
-returns a Plan: text spans to replace, in the original text's offsets. The rules they share live here:
+returns a Plan: text spans to replace, in the original text's offsets, or the lines that may set the override in
+a form fa-doctor does not edit (then nothing is edited). The rules they share live in base.py:
 
 - A statement that only sets the override goes. Its physical lines are deleted when it stands alone on them at
-  the top level; anywhere else (inside `if`/a function/a loop, after `&&`, before fish's `and`) it becomes a
-  neutral statement (`:` in sh, `true` in fish, `$null = $null` in PowerShell), so nothing around it changes
-  meaning. systemd: only the one assignment leaves an `Environment=` line that holds several.
+  the top level; anywhere else (inside `if`/a function/a loop, after `&&`) it becomes `:`, so nothing around it
+  changes meaning. systemd: only the one assignment leaves an `Environment=` line that holds several.
 - One word among others goes with the blank (or `\\`-newline) before it, so no continuation dangles.
-- Anything fa-doctor cannot place with certainty raises Unsafe with the line and the reason.
+- The name is looked for as a shell reads it: quotes, backslashes and backslash-newlines dropped.
+
+fish, PowerShell and csh files are not edited: `refused()` names the lines where the name appears.
 """
 
 from __future__ import annotations
@@ -17,21 +19,17 @@ import os
 import re
 from collections.abc import Callable
 
-from fa_doctor.fix.dialects import dotenv, fish, powershell, sh, systemd
-from fa_doctor.fix.dialects.base import MENTION, N, Plan, Unsafe, apply, line_of
+from fa_doctor.fix.dialects import dotenv, sh, systemd
+from fa_doctor.fix.dialects.base import N, Plan, apply, line_of
 
-__all__ = ["MENTION", "Plan", "Unsafe", "apply", "assigns_somewhere", "detect", "line_of", "planner"]
-
-# ---- which dialect -----------------------------------------------------------------------------------------
+__all__ = ["Plan", "apply", "detect", "line_of", "planner", "refused"]
 
 _SYSTEMD_EXT = {".service", ".socket", ".timer", ".mount", ".path", ".slice", ".scope", ".swap", ".target"}
 _SH_NAMES = {".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin"}
 _SH_NAMES |= {".kshrc", ".envrc", ".bash_aliases", "bashrc", "profile", "zshrc", "zshenv", "bash.bashrc"}
+_OTHER_SHELLS = {".fish": "fish", ".ps1": "PowerShell", ".psm1": "PowerShell", ".psd1": "PowerShell"}
+_OTHER_SHELLS |= {".csh": "csh", ".tcsh": "tcsh", ".cshrc": "csh", ".tcshrc": "tcsh", ".login": "csh"}
 _SECTION = re.compile(r"^[ \t]*\[(?:Unit|Service|Install|Socket|Timer|Mount|Path|Slice|Scope|Swap)\][ \t]*\r?$", re.M)
-_PS_HINT = re.compile(
-    r"(?i)\$\{?env:|\b(?:set|new)-item\b[^\n]*env:|\[(?:system\.)?environment\]::|^[ \t]*#requires\b", re.M
-)
-_FISH_HINT = re.compile(rf"^[ \t]*set(?:[ \t]+-[-A-Za-z]+)*[ \t]+{re.escape(N)}\b", re.M)
 _SD_HINT = re.compile(rf"^[ \t]*Environment[ \t]*=[^\n]*{re.escape(N)}", re.M)
 _DOTENV_SPACED = re.compile(rf"^[ \t]*(?:export[ \t]+)?{re.escape(N)}[ \t]+=", re.M)
 
@@ -41,41 +39,40 @@ def _is_dotenv_name(name: str) -> bool:
 
 
 def detect(path: str, text: str) -> str:
-    """The dialect ("sh", "fish", "powershell", "systemd", "dotenv"): from the name where it says, else the text."""
+    """The dialect ("sh", "systemd", "dotenv"; "fish", "PowerShell", "csh", "tcsh" are refused): from the
+    name where it says, else the text."""
     name = os.path.basename(path).lower()
-    ext = os.path.splitext(name)[1]
-    if ext in (".ps1", ".psm1", ".psd1"):
-        return "powershell"
-    if ext == ".fish":
-        return "fish"
+    ext = os.path.splitext(name)[1] or name
+    if ext in _OTHER_SHELLS:
+        return _OTHER_SHELLS[ext]
     if ext in _SYSTEMD_EXT:
         return "systemd"
     if ext in (".sh", ".bash", ".zsh", ".ksh") or name in _SH_NAMES:
         return "sh"
     if _SECTION.search(text) or _SD_HINT.search(text):
         return "systemd"
-    if _PS_HINT.search(text):
-        return "powershell"
-    if _FISH_HINT.search(text):
-        return "fish"
     if _is_dotenv_name(name) or _DOTENV_SPACED.search(text):
         return "dotenv"
     return "sh"
 
 
+_PLANS: dict[str, Callable[[str, str | None], Plan]] = {"sh": sh.plan, "systemd": systemd.plan, "dotenv": dotenv.plan}
+
+
 def planner(dialect: str) -> Callable[[str, str | None], Plan]:
-    plans: dict[str, Callable[[str, str | None], Plan]] = {
-        "sh": sh.plan,
-        "fish": fish.plan,
-        "powershell": powershell.plan,
-        "systemd": systemd.plan,
-        "dotenv": dotenv.plan,
-    }
-    return plans[dialect]
+    return _PLANS.get(dialect) or refused(dialect)
 
 
-def assigns_somewhere(text: str) -> bool:
-    """Whether any line looks like it sets the override, in any dialect (a file fa-doctor cannot read is then
-    refused; one that only reads or unsets it is left alone)."""
-    fish_set = any(line.strip().startswith("set") and N in line for line in text.split("\n"))
-    return bool(MENTION.search(text) or powershell.ASSIGNS.search(text) or fish_set)
+def refused(dialect: str) -> Callable[[str, str | None], Plan]:
+    """A shell fa-doctor does not read: every line that names the variable (any case: PowerShell's are not
+    case-sensitive), or the whole file where none does (code it sources may still set it)."""
+
+    def plan(text: str, value: str | None) -> Plan:
+        out, why = Plan(), f"fa-doctor does not edit {dialect} files; remove or change it by hand"
+        for m in re.finditer(re.escape(N), text, re.I):
+            out.refuse(line_of(text, m.start()), f"names {N}: {why}")
+        if not out.refusals:
+            out.refuse(1, f"{why} (no line names {N}, but code the file runs may set it)")
+        return out
+
+    return plan

@@ -1,17 +1,22 @@
-"""What every dialect shares: the plan it returns, the rules for dropping a statement or a word, Unsafe."""
+"""What every dialect shares: the plan it returns, where the name appears, the rules for dropping a statement or
+a word, Unsafe."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from fa_doctor.probes.environment import OVERRIDE
 
 N = OVERRIDE
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-# Something that looks like it assigns the variable (`NAME=`, `NAME = `), not `$NAME` or `OTHER_NAME=`.
-MENTION = re.compile(rf"(?<![\w$]){re.escape(N)}[ \t]*\+?=")
+_NAME = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(N)}(?![A-Za-z0-9_])")
+# After the name: what makes it an assignment (`=`, `+=`, `:=` in `${N:=3}`, zsh's `::=`, `N[0]=`).
+_ASSIGNS = re.compile(r"[ \t]*(?:[+:]?:?=|\[)")
+# What the shells drop before they read a name: a backslash-newline (anywhere), quotes, backslashes.
+_BRACE_ASSIGNS = re.compile(r":{0,2}=")
+_HIDING = re.compile(r"\\\r?\n|['\"\\]")
 
 
 class Unsafe(Exception):
@@ -34,6 +39,10 @@ class Change:
 class Plan:
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    refusals: dict[int, str] = field(default_factory=dict)  # line -> why it may set the override; then no edit
+
+    def refuse(self, line: int, reason: str) -> None:
+        self.refusals.setdefault(line, reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +58,12 @@ class Command:
 
     words: list[Word]
     nested: bool  # inside a compound statement, a block, a subshell or a substitution
-    prev: str  # the operator before it: "" (start of file or line), ";", "&&", "||", "|", "!", "and", "or"...
+    prev: str  # the operator before it: "" (start of file or line), ";", "&&", "||", "|", "!"...
     after: str = ""  # the operator after it: "\n", "" (end of file), ";", "&&"...
     redirect: bool = False
-    header: bool = False  # words of `for x in ...`, `case ... in`, `function f`: never an assignment
+    header: bool = False  # words of `for x in ...`, `case ... in`, `function f`, `((...))`: never an assignment
+    targets: list[Word] = field(default_factory=list)  # what its redirections name
+    subshell: bool = False  # in `$(...)` or `( ... )`: it cannot change the variables of the shell that sources
 
     @property
     def start(self) -> int:
@@ -61,6 +72,49 @@ class Command:
     @property
     def end(self) -> int:
         return self.words[-1].end
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """Where the name appears once quotes, backslashes and backslash-newlines are dropped: [start, end) in the
+    original text; `assigns`: an assignment operator follows; `read`: it is `$N` or `${N...}`."""
+
+    start: int
+    end: int
+    assigns: bool
+    read: bool
+
+    def why(self, text: str) -> str:
+        """What hides the name, for a refusal's reason."""
+        raw = text[self.start : self.end]
+        if "\n" in raw:
+            return f"the name {N} is split across lines by `\\`"
+        if (
+            raw != N
+            or text[self.start - 1 : self.start] in ("'", '"', "\\")
+            or text[self.end : self.end + 1] in ("'", '"')
+        ):
+            return f"the name {N} is quoted or escaped"
+        return f"a `${{{N}:=...}}` expansion assigns it" if self.read else ""
+
+
+def mentions(text: str) -> Iterator[Mention]:
+    """Every place the name appears as a shell would read it (`SGLANG_"FLASH"...`, `...FLASH\\<newline>ATT...`)."""
+    keep: list[int] = []  # offsets in `text` of the characters kept
+    at = 0
+    for m in _HIDING.finditer(text):
+        keep += range(at, m.start())
+        at = m.end()
+    keep += range(at, len(text))
+    flat = "".join(text[i] for i in keep)
+    for m in _NAME.finditer(flat):
+        start, end = keep[m.start()], keep[m.end() - 1] + 1
+        dollar = text[start - 1 : start] == "$" and text[start - 2 : start - 1] != "\\"
+        braced = text[max(0, start - 3) : start] in ("${#", "${!") or text[max(0, start - 2) : start] == "${"
+        if dollar or braced:  # `$N = 3` in a test compares; only `${N=3}`, `${N:=3}`, `${N::=3}` assign
+            yield Mention(start, end, braced and bool(_BRACE_ASSIGNS.match(flat, m.end())), True)
+        else:
+            yield Mention(start, end, bool(_ASSIGNS.match(flat, m.end())), False)
 
 
 def line_of(text: str, offset: int) -> int:
@@ -105,10 +159,10 @@ def remove_words(text: str, words: Sequence[Word], drop: Sequence[int]) -> list[
     return [Change(lo, hi, "") for lo, hi in merged]
 
 
-def drop_statement(text: str, cmd: Command, neutral: str, deletable: bool, comment: str = "#") -> Change:
+def drop_statement(text: str, cmd: Command, neutral: str) -> Change:
     """The whole statement goes: its lines where it stands alone at the top level, else a neutral statement."""
-    if deletable and not cmd.nested and cmd.prev in ("", "\n") and cmd.after in ("", "\n"):
-        span = alone(text, cmd.start, cmd.end, comment)
+    if not cmd.nested and cmd.prev in ("", "\n") and cmd.after in ("", "\n"):
+        span = alone(text, cmd.start, cmd.end)
         if span:
             return Change(span[0], span[1], "")
     return Change(cmd.start, cmd.end, neutral)

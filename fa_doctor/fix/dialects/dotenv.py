@@ -1,7 +1,8 @@
 """dotenv files (`.env`, `server.env`, /etc/environment, systemd EnvironmentFile=): `KEY=value` entries.
 
-A quoted value may span lines; it is data, never an assignment, so text inside it is left alone. A file that is
-not a plain list of entries (it has `if`, functions, commands) is read as a shell script instead.
+Read this way only when every line is a blank, a comment or an entry whose value cannot run or expand anything
+(no `$`, backtick or operator; quoted values may span lines): then sourcing it with `set -a; . FILE`, docker's
+`--env-file`, systemd and python-dotenv all set exactly the keys it lists. Anything else is read as a shell script.
 """
 
 from __future__ import annotations
@@ -9,16 +10,20 @@ from __future__ import annotations
 import re
 
 import fa_doctor.fix.dialects.sh as _sh
-from fa_doctor.fix.dialects.base import Change, N, Plan, Unsafe, line_of, quoted_like
+from fa_doctor.fix.dialects.base import Change, N, Plan, line_of, quoted_like
 
-_ENTRY = re.compile(r"[ \t]*(?:export[ \t]+)?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)[ \t]*=[ \t]*")
+_ENTRY = re.compile(r"[ \t]*(?:export[ \t]+)?(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P<eq>[ \t]*=[ \t]*)")
+_VALUE = re.compile(r"""'[^']*'|"(?:[^"\\$`]|\\[^\n])*"|[^\s'"\\;&|<>()`$#][^\s'"\\;&|<>()`$]*|""")
 _TAIL = re.compile(r"[ \t]*(?:#[^\n]*)?\r?(?:\n|\Z)")
-_UNQUOTED = re.compile(r"[^\n]*?(?=[ \t]+#|\r?\n|\r?\Z)")
+# A line that a reader going line by line (docker --env-file) takes as setting the override.
+_LINE_SETS = re.compile(rf"^[ \t]*(?:export[ \t]+)?{N}[ \t]*=", re.M)
+# `KEY = value` runs KEY in a shell: only where KEY cannot assign or run code.
+_SHELL_WORDS = _sh.SETTERS | set(_sh.DECLARE) | set(_sh.REFUSED) | _sh.CODE
 
 
-def _entries(text: str) -> list[tuple[int, int, str, int, int, bool]] | None:
-    """(start, start of the next line, key, value start, value end, continued) per entry; None when a line is
-    neither an entry, a comment nor blank."""
+def _entries(text: str) -> list[tuple[int, int, str, int, int]] | None:
+    """(start, start of the next entry, key, value start, value end) per entry; None when a line is not a
+    blank, a comment or a plain entry."""
     out, i, n = [], 0, len(text)
     while i < n:
         j = text.find("\n", i)
@@ -28,27 +33,14 @@ def _entries(text: str) -> list[tuple[int, int, str, int, int, bool]] | None:
             i = end + 1
             continue
         m = _ENTRY.match(text, i, end)
-        if m is None:
+        if m is None or (m["eq"] != "=" and m["key"] in _SHELL_WORDS):
             return None
-        p = m.end()
-        if p < n and text[p] in "'\"":
-            close = p + 1
-            while close < n and text[close] != text[p]:
-                close += 2 if text[close] == "\\" and text[p] == '"' else 1
-            if close >= n:
-                return None
-            vend = close + 1
-            tail = _TAIL.match(text, vend)
-            if tail is None:
-                return None
-            nxt = tail.end()
-        else:
-            u = _UNQUOTED.match(text, p)
-            assert u is not None
-            vend = u.end()
-            nxt = end + 1
-        out.append((i, min(nxt, n), m["key"], p, vend, text[p:vend].endswith("\\") and text[p] not in "'\""))
-        i = nxt
+        value = _VALUE.match(text, m.end())
+        tail = _TAIL.match(text, value.end()) if value else None
+        if value is None or tail is None:
+            return None
+        out.append((i, tail.end(), m["key"], value.start(), value.end()))
+        i = tail.end()
     return out
 
 
@@ -56,19 +48,20 @@ def plan(text: str, value: str | None) -> Plan:
     entries = _entries(text)
     if entries is None:
         return _sh.plan(text, value)
-    out = Plan()
-    for k, (start, nxt, key, vstart, vend, _continued) in enumerate(entries):
-        line = line_of(text, start)
+    out, starts = Plan(), set()
+    for start, nxt, key, vstart, vend in entries:
         raw = text[vstart:vend]
         if key != N:
-            if N in raw and "\n" in raw:
-                out.notes.append(f"line {line}: {N} appears inside the quoted value of {key}; left as it is.")
-            elif re.search(rf"(?<![\w$]){N}[ \t]*=", raw):
-                return _sh.plan(text, value)  # `export A=1 NAME=3`: one line, several shell words
             continue
-        if k and entries[k - 1][5]:
-            raise Unsafe(line, "the line before ends with `\\`: shells and systemd read this line as part of it")
-        if raw and not _sh.STATIC.fullmatch(raw):
-            raise Unsafe(line, f"sets {N} in a form fa-doctor does not rewrite safely ({raw!r})")
+        if "\n" in raw:
+            out.refuse(line_of(text, start), f"sets {N} to a value that spans lines")
+            continue
+        starts.add(start)
         out.changes.append(Change(vstart, vend, quoted_like(raw, value)) if value else Change(start, nxt, ""))
+    for m in _LINE_SETS.finditer(text):
+        if m.start() not in starts:
+            why = "inside a quoted value: docker's --env-file, which reads line by line, sets it"
+            out.refuse(line_of(text, m.start()), f"{N}= stands at the start of a line {why}")
+    if out.refusals:
+        out.changes.clear()
     return out

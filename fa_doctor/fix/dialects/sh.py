@@ -1,7 +1,10 @@
-"""sh, bash and zsh: a tokenizer that knows continuations, compound statements, quotes, substitutions, heredocs.
+"""sh, bash and zsh: which statements may set the override, over the commands shscan.Scanner finds.
 
-It does not run or expand anything; it finds where each simple command starts and ends, how deep it sits, and
-which text is a quoted string or a here-document body, so that only real assignments of the override change.
+Nothing is run or expanded. The file is edited only when every way it could set the override is a plain
+assignment fa-doctor rewrites (`N=3`, `export N=3`, `declare -x N=3`); any other statement that may set it is
+refused with its line: the name written another way (quoted, split by `\\`-newline, `${N:=3}`, an argument of
+`read`, `printf -v`, `for`...), a name or a command fa-doctor cannot read (`declare "$v=3"`, `$cmd`), code from
+elsewhere (`source`, `eval "$(...)"`), arithmetic on variables (which can assign any of them).
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ import re
 
 from fa_doctor.fix.dialects.base import (
     IDENT,
-    MENTION,
     Change,
     Command,
     N,
@@ -19,413 +21,310 @@ from fa_doctor.fix.dialects.base import (
     Word,
     drop_statement,
     line_of,
+    mentions,
     quoted_like,
     remove_words,
 )
+from fa_doctor.fix.dialects.shscan import ASSIGN, STATIC, Scanner
 
-# A value with nothing that expands or runs: quotes without `$` or backticks inside "...", no operators.
-STATIC = re.compile(r"""(?:'[^'\n]*'|"(?:[^"\\$`\n]|\\[^\n])*"|\\[^\n]|[^\s'"\\;&|<>()`$#])+""")
-_ASSIGN = re.compile(rf"(?P<name>{IDENT})(?P<op>\+?=)(?P<val>.*)\Z", re.S)
-_ARRAY = re.compile(rf"{IDENT}(?:\[[^]]*\])?\+?=\Z")
-_BUILTINS = {"export": "", "readonly": "", "declare": "xgr", "typeset": "xgr", "local": "xgr"}
-_CLOSE = {"fi": ("if",), "done": ("while", "until", "for"), "esac": ("case",), "}": ("{",)}
-_KEYWORDS = {"if", "while", "until", "{", "for", "select", "case", "then", "do", "else", "elif", "!", "time"}
-_KEYWORDS |= {"function", "[[", *_CLOSE}
-_DELIM = " \t\n;&|<>()"
-_REDIRECT = re.compile(r"&>>|&>|<<<|<<-|<<|<>|<&|>&|>>|>\||<|>")
+# ---- what a command can do to the shell's variables ---------------------------------------------------------
+
+DYN = "\0"  # stands for an expansion in unquote(): text fa-doctor cannot know
+# Builtins that assign the variables their arguments name (bash, zsh, ksh; csh's setenv, fish's set).
+SETTERS = {"read", "getopts", "mapfile", "readarray", "wait", "set", "vared", "zparseopts", "zstyle", "getln"}
+SETTERS |= {"zformat", "strftime", "compgen", "setenv", "print", "printf"}
+# Declarations: the options that only export, protect or print (others make references, integers, arrays).
+DECLARE = {"export": "fnp", "readonly": "fp", "declare": "xgrpfFltu", "typeset": "xgrpfFltu", "local": "xgrpfFltu"}
+_EDITABLE = {"export": "", "readonly": "", "declare": "xgr", "typeset": "xgr", "local": "xgr"}
+REFUSED = {
+    "source": "runs another file, which may set it: check that file with --env-file too",
+    ".": "runs another file, which may set it: check that file with --env-file too",
+    "enable": "loads a builtin from a shared library",
+    "fc": "runs commands again from the history",
+    "coproc": "sets the variable it names",
+    "sched": "runs code later",
+    "zmodload": "loads a module",
+    "let": "assigns through arithmetic, which can set any variable",
+    "integer": "makes arithmetic variables, whose assignments can set any variable",
+    "float": "makes arithmetic variables, whose assignments can set any variable",
+    "nameref": "makes a reference, whose assignments set another variable",
+}
+CODE = {"eval", "trap", "alias"}  # their arguments are code: read when written out, refused when computed
+_WRAPPERS = {"builtin", "command", "exec", "noglob", "nocorrect", "-", "time"}
+_BENIGN = {"unset", "echo", "printf", "print", "test", "[", *DECLARE}  # where naming the variable is harmless
+_PROMPTS = {"PS0", "PS1", "PS2", "PS3", "PS4", "PROMPT", "PROMPT2", "RPROMPT", "RPS1", "RPROMPT2"}
+_SINGLE_QUOTED = re.compile(r"""\\.|"(?:\\.|[^"\\])*"|'[^']*'""", re.S)
+_ARITH_EXP = re.compile(r"\$\(\(|\$\[")
+_BRACED = re.compile(r"\$\{")
+_ZSH_INDEX = re.compile(r"\$\w+(\[[^]]*\])")  # zsh: `$a[i]` is a subscript
+_ARITH_VAR = re.compile(r"[A-Za-z_$`]")
+_ARITH_TARGET = re.compile(rf"{IDENT}[ \t]*=(?!=)")
+_ARITH_TEST = re.compile(r"\s-(?:eq|ne|lt|le|gt|ge)\s")
+_SIMPLE_DOLLAR = re.compile(r"\w+|[@*#?$!0-9-]")
+_SUBSCRIPT = re.compile(r"\[([^]]*)\]")
+_PLAIN_INDEX = re.compile(r"[@*]|-?[0-9]*")
+_PARAM = re.compile(r"[#!]?(?:\w+|[@*#?$!-])(?P<sub>\[[^]]*\])?(?P<off>:[^-=+?][^}]*)?")
 
 
-class _Scanner:
-    def __init__(self, text: str) -> None:
-        self.t, self.n = text, len(text)
-        self.commands: list[Command] = []
-        self.heredocs: list[tuple[int, int]] = []
-        self.pending: list[tuple[str, bool, int]] = []
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= 60 else text[:57] + "..."
 
-    def fail(self, at: int, why: str) -> Unsafe:
-        return Unsafe(line_of(self.t, at), f"fa-doctor cannot read this file as a shell script ({why})")
 
-    def parse_list(self, i: int, closer: str | None, nested: bool) -> int:
-        t, n, start = self.t, self.n, i
-        stack: list[list[str]] = []  # [kind, mode]; a case is in mode "hdr", "pat" or "list"
-        cmd = Command([], nested, "")
+class _Prover:
+    """Walks every command the scanner found (function bodies, branches and substitutions included) and collects
+    the edits of plain assignments and the lines that may set the override otherwise."""
 
-        def end(op: str) -> None:
-            nonlocal cmd
-            if cmd.words:
-                cmd.after = op
-                self.commands.append(cmd)
-            if not (op == "\n" and not cmd.words and cmd.prev in ("&&", "||", "|", "!")):  # `a &&` + newline + `b`
-                cmd = Command([], nested, op)
+    def __init__(self, text: str, value: str | None, depth: int) -> None:
+        self.t, self.value, self.depth = text, value, depth
+        self.sc = Scanner(text)
+        self.out = Plan()
+        self.ours: list[tuple[int, int]] = []  # assignments fa-doctor edits
+        self.benign: list[tuple[int, int]] = []  # words where the name is harmless (`unset N`, `echo N`)
+        self.context: list[tuple[int, int, str]] = []  # every argument and the command it belongs to
 
-        while i < n:
+    def refuse(self, at: int, reason: str) -> None:
+        self.out.refuse(line_of(self.t, at), reason)
+
+    def unquote(self, w: Word) -> str:
+        """The word as the shell passes it on, DYN where it expands or globs (so cannot be known)."""
+        t, i, out = self.t, w.start, []
+        while i < w.end:
             c = t[i]
-            if c in " \t" or (c == "\r" and t.startswith("\n", i + 1)):
-                i += 1
-            elif c == "\\" and t.startswith("\n", i + 1):
+            if c == "\\":
+                out.append("" if t.startswith("\n", i + 1) else t[i + 1 : i + 2])
                 i += 2
-            elif c == "#":
-                j = t.find("\n", i)
-                i = n if j < 0 else j
-            elif c == "\n":
-                end("\n")
-                i = self.read_heredocs(i + 1)
-            elif stack and stack[-1] == ["case", "pat"] and not cmd.words:
-                j = self.read_word(i)
-                if t[i:j] == "esac":
-                    stack.pop()
-                    i = j
-                else:
-                    i = self.read_pattern(i)
-                    stack[-1][1] = "list"
-            elif c == ";":
-                op = ";;&" if t.startswith(";;&", i) else ";;" if t.startswith(";;", i) else ";&"
-                if t.startswith(op, i):
-                    if not stack or stack[-1][0] != "case":
-                        raise self.fail(i, f"`{op}` outside a case")
-                    stack[-1][1] = "pat"
-                end(";")
-                i += len(op) if t.startswith(op, i) else 1
-            elif c in "&|":
-                two = t[i : i + 2]
-                if two == "&>":
-                    i = self.redirect(i, cmd)
-                    continue
-                op = two if two in ("&&", "||", "|&") else c
-                end("|" if op == "|&" else op)
-                i += len(op)
-            elif c in "<>":
-                i = self.redirect(i, cmd)
-            elif c == "(":
-                if not cmd.words and t.startswith("((", i):
-                    j = self.skip_arith(i + 2)
-                    cmd.words.append(Word(i, j, t[i:j]))
-                    cmd.header, i = True, j
-                elif not cmd.words:
-                    stack.append(["(", ""])
-                    cmd.nested, i = True, i + 1
-                elif len(cmd.words) == 1 and t[i + 1 :].lstrip(" \t").startswith(")"):
-                    j = t.index(")", i) + 1  # `name()`: a function; its body, a compound command, follows
-                    cmd.header = True
-                    end("")
-                    i = j
-                else:
-                    raise self.fail(i, "a `(` in an unexpected place")
-            elif c == ")":
-                if stack and stack[-1][0] == "(":
-                    end(")")
-                    stack.pop()
-                    i += 1
-                elif closer == ")" and not stack:
-                    end(")")
-                    return i + 1
-                else:
-                    raise self.fail(i, "a `)` without its `(`")
-            else:
-                j = self.read_word(i)
-                if j == i:
-                    raise self.fail(i, f"an unexpected {c!r}")
-                word = t[i:j]
-                if cmd.header and stack and stack[-1] == ["case", "hdr"] and word == "in":
-                    end("")
-                    stack[-1][1] = "pat"
-                elif not cmd.words and not cmd.header and self.keyword(word, stack, i, cmd):
-                    if word == "function":
-                        cmd.words.append(Word(i, j, word))
-                        j = self.read_word(self.skip_blanks(j))  # the name; `()` and the body follow
-                        end("")
-                    elif word == "[[":
-                        j = self.skip_dbracket(j)
-                        cmd.words.append(Word(i, j, t[i:j]))
-                    elif word in ("for", "select", "case"):
-                        cmd.words.append(Word(i, j, word))
-                        cmd.header = True
-                else:
-                    cmd.nested = cmd.nested or nested or bool(stack)
-                    cmd.words.append(Word(i, j, word))
+            elif c == "'":
+                j = t.index("'", i + 1)
+                out.append(t[i + 1 : j])
+                i = j + 1
+            elif c == '"':
+                j = self.sc.skip_dquote(i + 1)
+                inner = t[i + 1 : j - 1]
+                out.append(DYN if "$" in inner or "`" in inner else re.sub(r'\\([\\"\n])', r"\1", inner))
                 i = j
-        end("")
-        if closer:
-            raise self.fail(start, "a `$(` that is never closed")
-        if stack:
-            raise self.fail(n, f"a `{stack[-1][0]}` that is never closed")
-        if self.pending:
-            raise self.fail(n, f"a here-document without its `{self.pending[0][0]}` line")
-        return n
-
-    def keyword(self, word: str, stack: list[list[str]], at: int, cmd: Command) -> bool:
-        """Reserved words at the start of a command: move the nesting; True when `word` was one."""
-        if word in ("if", "while", "until", "{"):
-            stack.append([word, ""])
-        elif word in ("for", "select"):
-            stack.append(["for", ""])
-        elif word == "case":
-            stack.append(["case", "hdr"])
-        elif word in _CLOSE:
-            if not stack or stack[-1][0] not in _CLOSE[word]:
-                raise self.fail(at, f"`{word}` without its opening")
-            stack.pop()
-        elif word in ("!", "time"):
-            cmd.prev = "!"
-        return word in _KEYWORDS
-
-    def skip_blanks(self, i: int) -> int:
-        while i < self.n and self.t[i] in " \t":
-            i += 1
-        return i
-
-    def read_word(self, i: int) -> int:
-        t, n, start = self.t, self.n, i
-        while i < n:
-            c = t[i]
-            if c in _DELIM or (c == "\r" and t.startswith("\n", i + 1)):
-                if c == "(" and i > start and (t[i - 1] in "@!+?*" or _ARRAY.match(t, start, i)):
-                    i = self.skip_parens(i)  # extglob, zsh glob qualifiers, arrays
-                    continue
-                break
-            if c == "\\":
-                i += 2
-            elif c == "'":
-                j = t.find("'", i + 1)
-                if j < 0:
-                    raise self.fail(i, "a single quote that is never closed")
-                i = j + 1
-            elif c == '"':
-                i = self.skip_dquote(i + 1)
+            elif c == "$":
+                j = self.sc.dollar(i)
+                if j == i + 1 and (m := _SIMPLE_DOLLAR.match(t, j, w.end)):
+                    j = m.end()
+                out.append(DYN if j > i + 1 else "$")
+                i = j
             elif c == "`":
-                i = self.skip_backtick(i + 1)
-            elif c == "$":
-                i = self.dollar(i)
+                out.append(DYN)
+                i = self.sc.skip_backtick(i + 1)
             else:
+                out.append(DYN if c in "*?[{" else c)
                 i += 1
-        return min(i, n)
+        return "".join(out)
 
-    def dollar(self, i: int) -> int:
-        t = self.t
-        nx = t[i + 1 : i + 2]
-        if nx == "'":
-            j = i + 2
-            while j < self.n and t[j] != "'":
-                j += 2 if t[j] == "\\" else 1
-            if j >= self.n:
-                raise self.fail(i, "a $'...' quote that is never closed")
-            return j + 1
-        if nx == "(":
-            return self.skip_arith(i + 3) if t.startswith("((", i + 1) else self.parse_list(i + 2, ")", True)
-        if nx == "{":
-            return self.skip_brace(i + 2)
-        return i + 1
+    def expansions(self, w: Word) -> None:
+        """Arithmetic and indirect assignments in a word; in single quotes too where the word sets a prompt,
+        which the shell expands later (the code of aliases, traps and eval is read as code)."""
+        t = w.text
+        if "$" not in t and "[" not in t:
+            return
+        if not ((a := ASSIGN.match(t)) and a["name"] in _PROMPTS):
+            t = _SINGLE_QUOTED.sub(lambda q: q[0] if q[0][0] != "'" else " " * len(q[0]), t)
+        for m in _ARITH_EXP.finditer(t):
+            at = w.start + m.start()
+            if m[0] == "$((":
+                self.arith(at, self.t[at + 3 : self.sc.skip_arith(at + 3) - 2])
+            else:  # `$[...]`, the old form
+                self.arith(at, self.t[at + 2 : self.t.find("]", at) % (len(self.t) + 1)])
+        for m in _BRACED.finditer(t):
+            at = w.start + m.start()
+            body = self.t[at + 2 : self.sc.skip_brace(at + 2) - 1]
+            if body[:1] in "!(" and "=" in body:
+                self.refuse(at, f"`${{{_clip(body)}}}` assigns a variable whose name fa-doctor cannot read")
+            elif p := _PARAM.match(body):
+                index = p["sub"] and not _PLAIN_INDEX.fullmatch(p["sub"][1:-1])
+                self.arith(at, (p["sub"] if index else "") + (p["off"] or ""))
+        for m in _ZSH_INDEX.finditer(t):
+            self.arith(w.start + m.start(), "" if _PLAIN_INDEX.fullmatch(m[1][1:-1]) else m[1])
+        if (a := ASSIGN.match(t)) and a["val"].startswith("("):  # a=([i]=x): the index is arithmetic
+            for s in _SUBSCRIPT.finditer(a["val"]):
+                self.arith(w.start, "" if _PLAIN_INDEX.fullmatch(s[1]) else s[1])
+        if t.startswith("[[") and _ARITH_TEST.search(t):
+            self.arith(w.start, re.sub(r"-(?:eq|ne|lt|le|gt|ge)\b|-\w\b|\[\[|\]\]", "", t))
 
-    def skip_dquote(self, i: int) -> int:
-        t, start = self.t, i - 1
-        while i < self.n:
-            c = t[i]
-            if c == '"':
-                return i + 1
-            if c == "\\":
-                i += 2
-            elif c == "`":
-                i = self.skip_backtick(i + 1)
-            elif c == "$":
-                i = self.dollar(i)
-            else:
-                i += 1
-        raise self.fail(start, "a double quote that is never closed")
+    def arith(self, at: int, expr: str) -> None:
+        """Arithmetic reads a variable's value as an expression (x='N=3'; ((x)) sets N); `i = 0` is harmless."""
+        if _ARITH_VAR.search(_ARITH_TARGET.sub("", expr)):
+            self.refuse(at, f"arithmetic on variables (`{_clip(expr)}`) can assign any variable, {N} too")
 
-    def skip_backtick(self, i: int) -> int:
-        start = i - 1
-        while i < self.n:
-            if self.t[i] == "\\":
-                i += 2
-            elif self.t[i] == "`":
-                return i + 1
-            else:
-                i += 1
-        raise self.fail(start, "a backtick that is never closed")
+    def code(self, at: int, what: str, code: str) -> None:
+        """Code a command runs (`eval '...'`, an alias, a trap): read like the file; refused when computed."""
+        if DYN in code:
+            self.refuse(at, f"{what} runs code fa-doctor cannot read, which may set {N}")
+            return
+        inner = plan(code, None, self.depth + 1) if self.depth < 2 else None
+        if inner is None or inner.refusals or inner.changes:
+            why = next(iter(inner.refusals.values()), f"it sets {N}") if inner else "it nests code too deeply"
+            self.refuse(at, f"{what} runs `{_clip(code)}`, where {why}")
 
-    def skip_brace(self, i: int) -> int:
-        t, start, depth = self.t, i - 2, 1
-        while i < self.n:
-            c = t[i]
-            if c == "\\":
-                i += 2
-            elif c == "'":
-                j = t.find("'", i + 1)
-                i = self.n if j < 0 else j + 1
-            elif c == '"':
-                i = self.skip_dquote(i + 1)
-            elif c == "$":
-                i = self.dollar(i)
-            elif c == "}":
-                depth -= 1
-                if not depth:
-                    return i + 1
-                i += 1
-            else:
-                i += 1
-        raise self.fail(start, "a `${` that is never closed")
+    def command(self, cmd: Command) -> None:
+        if cmd.subshell:  # in `$(...)` or `( ... )` nothing reaches this shell's variables: only the edits count
+            kept, self.out.refusals = self.out.refusals, {}
+            self.check(cmd)  # (the name itself is still checked, by check_mentions)
+            self.out.refusals = kept
+        else:
+            self.check(cmd)
 
-    def skip_arith(self, i: int) -> int:
-        t, start, depth = self.t, i, 0
-        while i < self.n:
-            if t[i] == "(":
-                depth += 1
-            elif t[i] == ")":
-                if not depth and t.startswith("))", i):
-                    return i + 2
-                depth -= 1
-                if depth < 0:
-                    break
-            i += 1
-        raise self.fail(start, "a `((` that is never closed")
+    def check(self, cmd: Command) -> None:
+        words = cmd.words
+        for w in (*words, *cmd.targets):
+            self.expansions(w)
+        if cmd.header:
+            if words[0].text.startswith("(("):
+                self.arith(words[0].start, words[0].text[2:-2])
+            self.context += [(w.start, w.end, self.t[words[0].start : words[0].end]) for w in words[1:]]
+            return
+        k = 0
+        while k < len(words) and (a := ASSIGN.match(words[k].text)):
+            if a["name"] == "PROMPT_COMMAND":
+                value = Word(words[k].end - len(a["val"]), words[k].end, a["val"])
+                self.code(words[k].start, "PROMPT_COMMAND", self.unquote(value))
+            k += 1
+        ours = [j for j in range(k) if words[j].text.startswith(N + "=") or words[j].text.startswith(N + "+=")]
+        if k == len(words):
+            self.assign(cmd, ours, len(ours) == k)
+            return
+        if ours:
+            self.refuse(cmd.start, f"sets {N} only for the command {_clip(words[k].text)!r}")
+        name = self.name(words[k])
+        while name in _WRAPPERS and k + 1 < len(words):
+            k += 1
+            while k + 1 < len(words) and words[k].text.startswith("-"):
+                k += 1
+            name = self.name(words[k])
+        args = words[k + 1 :]
+        self.context += [(w.start, w.end, name) for w in args]
+        if DYN in name:
+            self.refuse(words[k].start, f"runs a command whose name fa-doctor cannot read ({_clip(words[k].text)})")
+        elif name in REFUSED:
+            self.refuse(words[k].start, f"`{_clip(self.t[words[k].start : cmd.end])}` {REFUSED[name]}")
+        elif name in CODE:
+            self.code_args(name, words[k].start, args)
+        elif name in DECLARE:
+            self.declare(cmd, k, name)
+        elif name in SETTERS and (name not in ("print", "printf") or self.sets_v(args)):
+            if any(DYN in self.unquote(w) for w in args):
+                self.refuse(words[k].start, f"`{name}` assigns a variable whose name fa-doctor cannot read")
+        elif name in _BENIGN or name == "[[":
+            self.benign += [(w.start, w.end) for w in words[k:] if self.t[w.end : w.end + 1] not in ("<", ">")]
 
-    def skip_parens(self, i: int) -> int:
-        t, start, depth = self.t, i, 0
-        while i < self.n:
-            c = t[i]
-            if c == "\\":
-                i += 2
+    def name(self, w: Word) -> str:
+        return "[[" if w.text.startswith("[[") else w.text if w.text == "[" else self.unquote(w)
+
+    def sets_v(self, args: list[Word]) -> bool:
+        """Whether `printf`/`print` gets `-v NAME` (its leading options; one fa-doctor cannot read may be it)."""
+        for w in args:
+            u = self.unquote(w)
+            if DYN in u or (u.startswith("-") and u != "--" and "v" in u):
+                return True
+            if not u.startswith("-") or u == "--":
+                return False
+        return False
+
+    def code_args(self, name: str, at: int, args: list[Word]) -> None:
+        words = [self.unquote(w) for w in args]
+        while words and words[0].startswith("-") and words[0] not in ("-", "--") and name != "eval":
+            words.pop(0)
+        if name == "eval" and words:
+            self.code(at, "`eval`", " ".join(words))
+        elif name == "trap" and len(words) > 1 and words[0] not in ("", "-"):
+            self.code(at, "`trap`", words[0])
+        elif name == "alias":
+            for w in words:
+                if "=" in w or DYN in w:
+                    self.code(at, f"the alias `{_clip(w.split('=', 1)[0])}`", w.split("=", 1)[-1])
+
+    def declare(self, cmd: Command, k: int, name: str) -> None:
+        words, ours, names = cmd.words, [], []
+        editable = self.t[words[k].start : words[k].end] == name
+        for j in range(k + 1, len(words)):
+            u = self.unquote(words[j])
+            if u[:1] in "-+" and u not in ("-", "+"):
+                if not re.fullmatch(rf"[-+][{DECLARE[name]}]+", u):
+                    self.refuse(words[j].start, f"`{name} {_clip(u)}` may set a variable fa-doctor cannot follow")
+                    return
+                editable = editable and bool(re.fullmatch(rf"-[{_EDITABLE[name]}]+", u))
                 continue
-            if c in "'\"`$":
-                i = self.read_word(i) if c != "$" else self.dollar(i)
-                continue
-            depth += {"(": 1, ")": -1}.get(c, 0)
-            i += 1
-            if not depth:
-                return i
-        raise self.fail(start, "a `(` that is never closed")
+            var = u.split("=", 1)[0]
+            if not re.fullmatch(IDENT, var):
+                self.refuse(words[j].start, f"`{name}` sets a variable whose name fa-doctor cannot read")
+                return
+            names.append(j)
+            if var == "PROMPT_COMMAND" and "=" in u:
+                self.code(words[j].start, "PROMPT_COMMAND", u.split("=", 1)[1])
+            if var == N and "=" not in u and self.t[words[j].end : words[j].end + 1] not in ("<", ">"):
+                self.benign.append((words[j].start, words[j].end))  # `export N`: declares, sets nothing
+            elif var == N and editable and (a := ASSIGN.match(words[j].text)) and a["name"] == N:
+                ours.append(j)
+        self.assign(cmd, ours, set(ours) == set(names))
 
-    def skip_dbracket(self, i: int) -> int:
-        t, start = self.t, i
-        while i < self.n:
-            if t.startswith("]]", i) and (i + 2 >= self.n or t[i + 2] in " \t\r\n;&|)"):
-                return i + 2
-            c = t[i]
-            if c in "'\"`$":
-                i = self.read_word(i) if c != "$" else self.dollar(i)
-            else:
-                i += 2 if c == "\\" else 1
-        raise self.fail(start, "a `[[` that is never closed")
-
-    def read_pattern(self, i: int) -> int:
-        t = self.t
-        i = i + 1 if t[i] == "(" else i
-        while i < self.n:
-            i = self.skip_blanks(i)
-            if t.startswith(")", i):
-                return i + 1
-            if t.startswith("|", i):
-                i += 1
-                continue
-            j = self.read_word(i)
-            if j == i:
-                break
-            i = j
-        raise self.fail(i, "a case pattern without its `)`")
-
-    def redirect(self, i: int, cmd: Command) -> int:
-        t = self.t
-        if t[i] in "<>" and t.startswith("(", i + 1):  # process substitution: a word, not a redirection
-            j = self.parse_list(i + 2, ")", True)
-            cmd.words.append(Word(i, j, t[i:j]))
-            return j
-        m = _REDIRECT.match(t, i)
-        assert m is not None
-        if cmd.words and cmd.words[-1].end == i and cmd.words[-1].text.isdigit():
-            cmd.words.pop()  # `2>`: the descriptor, not an argument
-        cmd.redirect = True
-        j = self.skip_blanks(m.end())
-        k = self.read_word(j)
-        if k == j:
-            raise self.fail(i, "a redirection without its target")
-        if m[0] in ("<<", "<<-"):
-            self.pending.append((re.sub(r"""['"\\]""", "", t[j:k]), m[0] == "<<-", i))
-        return k
-
-    def read_heredocs(self, i: int) -> int:
-        for delim, strip, at in self.pending:
-            body = i
-            while True:
-                j = self.t.find("\n", i)
-                line = self.t[i : self.n if j < 0 else j].rstrip("\r")
-                if (line.lstrip("\t") if strip else line) == delim:
-                    self.heredocs.append((body, i))
-                    i = self.n if j < 0 else j + 1
-                    break
-                if j < 0:
-                    raise self.fail(at, f"a here-document without its `{delim}` line")
-                i = j + 1
-        self.pending.clear()
-        return i
-
-
-def _ours(text: str, cmd: Command) -> tuple[list[int], bool]:
-    """Indices of the words that assign the override, and whether they are all the statement says."""
-    words = cmd.words
-    if cmd.header:
-        return [], False
-    k, ours = 0, []
-    while k < len(words) and (m := _ASSIGN.match(words[k].text)):
-        ours += [k] if m["name"] == N else []
-        k += 1
-    if k == len(words):
-        return ours, len(ours) == len(words)
-    if ours:
-        raise Unsafe(line_of(text, words[0].start), f"sets {N} only for the command {words[k].text!r}")
-    if words[k].text not in _BUILTINS:
-        return [], False
-    flags = _BUILTINS[words[k].text]
-    args = list(range(k + 1, len(words)))
-    options = [j for j in args if words[j].text.startswith("-")]
-    if any(not re.fullmatch(rf"-[{flags}]+", words[j].text) for j in options) if flags else options:
-        return [], False  # options fa-doctor does not know: a mention is then refused by the caller
-    ours = [j for j in args if (m := _ASSIGN.match(words[j].text)) and m["name"] == N]
-    return ours, set(ours) == set(args) - set(options)
-
-
-def plan(text: str, value: str | None) -> Plan:
-    scanner = _Scanner(text)
-    scanner.parse_list(0, None, False)
-    for lo, hi in scanner.heredocs:
-        if m := MENTION.search(text, lo, hi):
-            where = f"lines {line_of(text, lo)}-{line_of(text, hi - 1)}"
-            raise Unsafe(line_of(text, m.start()), f"{N} is set inside a here-document ({where}), text a command reads")
-    out = Plan()
-    for cmd in scanner.commands:
-        out.changes += _changes(text, cmd, value)
-    return out
-
-
-def _changes(text: str, cmd: Command, value: str | None) -> list[Change]:
-    ours, whole = _ours(text, cmd)
-    for k, w in enumerate(cmd.words):
-        m = MENTION.search(w.text)
-        if k in ours or not m:
-            continue
-        at = w.start + m.start()
-        if "\n" in w.text[: m.start()]:
-            span = f"lines {line_of(text, w.start)}-{line_of(text, w.end)}"
-            raise Unsafe(line_of(text, at), f"{N} appears inside a quoted string that spans {span}")
-        raise Unsafe(line_of(text, at), f"sets {N} in a form fa-doctor does not rewrite safely")
-    if not ours:
-        return []
-    line = line_of(text, cmd.start)
-    if cmd.redirect:
-        raise Unsafe(line, f"sets {N} on a command with a redirection")
-    for k in ours:
-        m = _ASSIGN.match(cmd.words[k].text)
-        assert m is not None
-        if m["op"] != "=" or (m["val"] and not STATIC.fullmatch(m["val"])):
-            raise Unsafe(line, f"sets {N} in a form fa-doctor does not rewrite safely ({m[0]!r})")
-    if value is not None:
-        changes = []
+    def assign(self, cmd: Command, ours: list[int], whole: bool) -> None:
+        """The edits of the override's plain assignments in one statement (or the reason there is none)."""
+        if not ours:
+            return
+        words, line = cmd.words, cmd.start
+        if cmd.redirect:
+            self.refuse(line, f"sets {N} on a command with a redirection")
+            return
         for k in ours:
-            w = cmd.words[k]
-            old = w.text[len(N) + 1 :]
-            changes.append(Change(w.start + len(N) + 1, w.end, quoted_like(old, value)))
-        return changes
-    if whole:
-        return [drop_statement(text, cmd, ":", True)]
-    if any("\n" in w.text for w in cmd.words):
-        raise Unsafe(line, f"sets {N} in a statement with a value that spans lines; edit it by hand")
-    return remove_words(text, cmd.words, ours)
+            a = ASSIGN.match(words[k].text)
+            assert a is not None
+            if a["op"] != "=" or (a["val"] and not STATIC.fullmatch(a["val"])):
+                self.refuse(line, f"sets {N} in a form fa-doctor does not rewrite ({_clip(a[0])!r})")
+                return
+        if self.value is None and not whole and any("\n" in w.text for w in words):
+            self.refuse(line, f"sets {N} in a statement with a value that spans lines")
+            return
+        self.ours += [(words[k].start, words[k].end) for k in ours]
+        if self.value is not None:
+            for k in ours:
+                w = words[k]
+                old = w.text[len(N) + 1 :]
+                self.out.changes.append(Change(w.start + len(N) + 1, w.end, quoted_like(old, self.value)))
+        elif whole:
+            self.out.changes.append(drop_statement(self.t, cmd, ":"))
+        else:
+            self.out.changes += remove_words(self.t, words, ours)
+
+    def check_mentions(self) -> None:
+        """Every other place the name appears must be harmless: a comment, a read (`$N`), here-document text,
+        or an argument of `unset`, `echo`, `test`... or a bare `export N`."""
+        t, sc = self.t, self.sc
+        for m in mentions(t):
+            where = next(((a, b) for a, b in sc.heredocs if a <= m.start < b), None)
+            if any(a <= m.start < b for a, b in (*self.ours, *sc.comments)):
+                continue
+            if not m.assigns and (m.read or where or any(a <= m.start and m.end <= b for a, b in self.benign)):
+                continue
+            if where:
+                lines = f"lines {line_of(t, where[0])}-{line_of(t, where[1] - 1)}"
+                self.refuse(m.start, f"{N} is set inside a here-document ({lines}), text a command reads")
+                continue
+            by = [c for a, b, c in self.context if a <= m.start < b]
+            if m.why(t):
+                self.refuse(m.start, m.why(t))
+            elif by:
+                self.refuse(m.start, f"`{_clip(by[-1])}` may set {N} (it names it)")
+            else:
+                self.refuse(m.start, f"sets {N} in a form fa-doctor does not rewrite")
+
+
+def plan(text: str, value: str | None, depth: int = 0) -> Plan:
+    """The edits, or (in `refusals`) every line that may set the override in a form fa-doctor does not edit."""
+    p = _Prover(text, value, depth)
+    try:
+        p.sc.parse_list(0, None, False)
+        for cmd in list(p.sc.commands):
+            p.command(cmd)
+    except Unsafe as e:
+        p.out.refuse(e.line, e.reason)
+    else:
+        p.check_mentions()
+    if p.out.refusals:
+        p.out.changes.clear()
+    return p.out

@@ -1,14 +1,26 @@
 """systemd units and drop-ins: `Environment=` entries, continued lines (`\\` at the end) and their comments.
 
 Only the override's own assignment leaves an `Environment=` entry that holds several; an entry left with none goes
-whole (an empty `Environment=` would reset every earlier assignment), all its continued lines with it.
+whole (an empty `Environment=` would reset every earlier assignment), all its continued lines with it. The name
+anywhere else (`ExecStart=/usr/bin/env N=3 ...`, `PassEnvironment=N`) is refused with its line; in a comment,
+`UnsetEnvironment=`, a value or a `${N}` read it is harmless.
 """
 
 from __future__ import annotations
 
 import re
 
-from fa_doctor.fix.dialects.base import MENTION, Change, N, Plan, Unsafe, Word, line_of, quoted_like, remove_words
+from fa_doctor.fix.dialects.base import (
+    Change,
+    N,
+    Plan,
+    Unsafe,
+    Word,
+    line_of,
+    mentions,
+    quoted_like,
+    remove_words,
+)
 
 _KEY = re.compile(r"[ \t]*(?P<key>[A-Za-z0-9_.-]+)[ \t]*=[ \t]*")
 RELOAD = "Reload systemd and restart the service: `systemctl daemon-reload` then `systemctl restart ...`."
@@ -94,32 +106,49 @@ def unquote_name(word: str) -> str:
 
 
 def plan(text: str, value: str | None) -> Plan:
-    out = Plan()
+    out, found = Plan(), list(mentions(text))
+    ours: list[tuple[int, int]] = []  # the assignments edited
+    harmless: list[tuple[int, int]] = []  # Environment= and UnsetEnvironment= entries
     for start, end, nxt in logical_lines(text):
         m = _KEY.match(text, start, end)
-        line = line_of(text, start)
-        if m is None or m["key"] != "Environment":
-            if m and m["key"] == "EnvironmentFile":
-                out.notes.append(f"The unit also reads {text[m.end() : end].strip()}: check it with --env-file too.")
-            if hit := MENTION.search(text, start, end):
-                raise Unsafe(line_of(text, hit.start()), f"sets {N} in a form fa-doctor does not rewrite safely")
+        key = m["key"] if m else ""
+        if m and key == "EnvironmentFile":
+            out.notes.append(f"The unit also reads {text[m.end() : end].strip()}: check it with --env-file too.")
+        if key in ("Environment", "UnsetEnvironment"):
+            harmless.append((start, end))
+        if not m or key != "Environment" or not any(start <= f.start < end for f in found):
             continue
-        if N not in text[start:end]:
+        try:
+            words = _words(text, m.end(), end, line_of(text, start))
+        except Unsafe as e:
+            out.refuse(e.line, e.reason)
             continue
-        words = _words(text, m.end(), end, line)
-        ours = [k for k, w in enumerate(words) if unquote_name(w.text) == N]
-        if not ours:
-            if hit := MENTION.search(text, start, end):
-                raise Unsafe(line_of(text, hit.start()), f"sets {N} in a form fa-doctor does not rewrite safely")
+        mine = [k for k, w in enumerate(words) if unquote_name(w.text) == N]
+        for w in words:
+            if unquote_name(w.text) != N and re.search(r"[%\\]", w.text.split("=", 1)[0]):
+                out.refuse(line_of(text, w.start), "a name built by a specifier or an escape may be " + N)
+        ours += [(words[k].start, words[k].end) for k in mine]
+        if not mine:
             continue
         if value is not None:
             out.changes += [
-                Change(words[k].start, words[k].end, quoted_like(words[k].text, f"{N}={value}")) for k in ours
+                Change(words[k].start, words[k].end, quoted_like(words[k].text, f"{N}={value}")) for k in mine
             ]
-        elif len(ours) == len(words):
+        elif len(mine) == len(words):
             out.changes.append(Change(start, nxt, ""))
         else:
-            out.changes += remove_words(text, words, ours)
-    if out.changes:
+            out.changes += remove_words(text, words, mine)
+    for f in found:
+        if any(a <= f.start < b for a, b in ours):
+            continue
+        physical = text[text.rfind("\n", 0, f.start) + 1 : f.start].lstrip(" \t")
+        if physical[:1] in ("#", ";") or (not f.assigns and (f.read or any(a <= f.start < b for a, b in harmless))):
+            continue
+        key = _KEY.match(physical)
+        by = f" in `{key['key']}=`" if key else ""
+        out.refuse(line_of(text, f.start), f.why(text) or f"sets or passes {N}{by}, which fa-doctor does not edit")
+    if out.refusals:
+        out.changes.clear()
+    elif out.changes:
         out.notes.insert(0, RELOAD)
     return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 from fa_doctor.fleet.model import FleetPayload, Install
 from fa_doctor.model.result import Result
 
@@ -25,6 +27,8 @@ def summary_text(payload: FleetPayload) -> str:
     extra = [f"{c[k]} {k}" for k in ("refused", "unreachable") if c[k]]
     if payload.outliers:
         extra.append(f"{len(payload.outliers)} outlier(s)")
+    if payload.duplicate_reports:
+        extra.append(f"{payload.duplicate_nodes} node(s) reported more than once")
     if payload.expected is not None:
         extra.append(f"{payload.expected} expected")
     return text + ("; " + ", ".join(extra) if extra else "")
@@ -51,3 +55,23 @@ def names(items: tuple[str, ...] | list[str], limit: int | None = NAMES_SHOWN) -
     shown = list(items if limit is None else items[:limit])
     more = len(items) - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def node_names(payload: FleetPayload, nodes: array[int], limit: int | None = NAMES_SHOWN) -> str:
+    """Nodes given by index, by name: the first `limit`, and how many more."""
+    shown = payload.names(nodes, limit)
+    more = len(nodes) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more else "")
+
+
+def unlisted(payload: FleetPayload) -> tuple[int, int]:
+    """Refused reports and duplicated nodes counted but not listed (a merge lists the first few of each)."""
+    return payload.counts["refused"] - len(payload.refused), payload.duplicate_nodes - len(payload.duplicates)
+
+
+def duplicate_text(payload: FleetPayload, index: int) -> tuple[str, str]:
+    """A node reported more than once: its name, and which report was merged and which were not."""
+    d = payload.duplicates[index]
+    more = d.reports - 1 - len(d.dropped)
+    dropped = ", ".join(d.dropped) + (f" and {more} more" if more > 0 else "")
+    return d.node, f"{d.reports} reports: merged {d.kept} (the newest); not merged: {dropped}"

@@ -7,7 +7,15 @@ from __future__ import annotations
 from fa_doctor.model.finding import Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
-from fa_doctor.render.fleet.common import head, install_line, names, payload_of, summary_text
+from fa_doctor.render.fleet.common import (
+    duplicate_text,
+    head,
+    install_line,
+    node_names,
+    payload_of,
+    summary_text,
+    unlisted,
+)
 from fa_doctor.render.github import ANNOTATIONS_PER_KIND, guarded, workflow_command
 
 _KIND = {Severity.FAIL: "error", Severity.WARN: "warning"}
@@ -37,15 +45,24 @@ class FleetGithubRenderer(Renderer):
         for f in payload.findings:
             kind = "error" if strict and f.severity is Severity.WARN else _KIND.get(f.severity)
             if kind:
-                body = f"on {len(f.nodes)} node(s) ({f.scope}): {names(f.nodes)}"
+                body = f"on {len(f.nodes)} node(s) ({f.scope}): {node_names(payload, f.nodes)}"
                 fixes = [line for r in f.remedies for line in (f"Fix: {r.text}", *(f"    {c}" for c in r.commands))]
                 annotate(kind, "\n".join([body, *fixes]), f"{f.title} [{f.id}]")
         for o in payload.outliers:
             annotate("error" if strict else "warning", "; ".join(o.why), f"outlier {o.node} (group {o.group})")
         for u in payload.unreachable:
             annotate("error", u.why, f"no report from {u.node}")
+        loose = "error" if strict else "warning"
         for r in payload.refused:
-            annotate("error" if strict else "warning", r.why, f"report not merged: {r.source}")
+            annotate(loose, r.why, f"report not merged: {r.source}")
+        refused_more, duplicates_more = unlisted(payload)
+        if refused_more:
+            annotate(loose, "counted, not listed: merge lists the first few", f"{refused_more} more reports not merged")
+        for i in range(len(payload.duplicates)):
+            node, why = duplicate_text(payload, i)
+            annotate(loose, why, f"node reported more than once: {node}")
+        if duplicates_more:
+            annotate(loose, "counted, not listed", f"{duplicates_more} more nodes reported more than once")
         summary = f"{head(result)}: {result.status.upper()} — {summary_text(payload)} (exit {result.exit_code})"
         over = sorted(kind for kind, n in shown.items() if n > ANNOTATIONS_PER_KIND)
         if over:

@@ -6,7 +6,15 @@ from __future__ import annotations
 from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.finding import Severity
 from fa_doctor.model.result import Result
-from fa_doctor.render.fleet.common import head, install_line, names, payload_of, summary_text
+from fa_doctor.render.fleet.common import (
+    duplicate_text,
+    head,
+    install_line,
+    node_names,
+    payload_of,
+    summary_text,
+    unlisted,
+)
 from fa_doctor.render.human import _MARK, _STATUS_STYLE, HumanRenderer
 
 _GROUP_FINDINGS = 3
@@ -33,7 +41,7 @@ class FleetHumanRenderer(HumanRenderer):
             mark, style = _MARK[f.severity]
             self.line(f"{mark} {f.title}  [{f.id}]", style)
             where = "every node of its group" if f.scope == "install" else "some nodes of its group"
-            self.line(f"on {len(f.nodes)} node(s), {where}: {names(f.nodes, limit)}", indent=4)
+            self.line(f"on {len(f.nodes)} node(s), {where}: {node_names(payload, f.nodes, limit)}", indent=4)
             for remedy in f.remedies:
                 self.line("fix: " + remedy.text, "bold", indent=4)
                 for command in remedy.commands:
@@ -80,7 +88,7 @@ class FleetHumanRenderer(HumanRenderer):
         for g in payload.groups:
             self.line(f"{g.fingerprint}: {install_line(g.install)}", "dim", indent=2)
             if self.verbose:
-                self.line("nodes: " + names(g.nodes, None), "dim", indent=4)
+                self.line("nodes: " + node_names(payload, g.nodes, None), "dim", indent=4)
 
     def _others(self, payload: FleetPayload, limit: int | None) -> None:
         if payload.outliers:
@@ -90,14 +98,23 @@ class FleetHumanRenderer(HumanRenderer):
                 self.line(f"{o.node} (group {o.group}): " + "; ".join(o.why), indent=2)
             if limit is not None and len(payload.outliers) > limit:
                 self.line(f"... {len(payload.outliers) - limit} more (-v lists them)", "dim", indent=2)
-        for title, items in (
-            ("Refused reports (not merged):", [(r.source, r.why) for r in payload.refused]),
-            ("Unreachable nodes (no report):", [(u.node, u.why) for u in payload.unreachable]),
+        refused_more, duplicates_more = unlisted(payload)
+        for title, items, more in (
+            ("Refused reports (not merged):", [(r.source, r.why) for r in payload.refused], refused_more),
+            ("Unreachable nodes (no report):", [(u.node, u.why) for u in payload.unreachable], 0),
+            (
+                "Nodes reported more than once (the newest report of each is merged):",
+                [duplicate_text(payload, i) for i in range(len(payload.duplicates))],
+                duplicates_more,
+            ),
         ):
             if items:
                 self.line("")
                 self.line(title, "bold yellow")
                 for where, why in items[:limit]:
                     self.line(f"{where}: {why}", indent=2)
-                if limit is not None and len(items) > limit:
-                    self.line(f"... {len(items) - limit} more (-v lists them)", "dim", indent=2)
+                hidden = 0 if limit is None else max(0, len(items) - limit)
+                notes = [f"-v lists {hidden} of them"] if hidden else []
+                notes += [f"merge lists the first {len(items)} and counts the rest"] if more else []
+                if hidden or more:
+                    self.line(f"... {hidden + more} more ({'; '.join(notes)})", "dim", indent=2)

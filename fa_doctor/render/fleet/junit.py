@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from fa_doctor import __version__
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
-from fa_doctor.render.fleet.common import head, install_line, payload_of, summary_text
+from fa_doctor.render.fleet.common import head, install_line, payload_of, summary_text, unlisted
 from fa_doctor.render.junit import xml_text
 
 
@@ -54,8 +54,12 @@ class FleetJunitRenderer(Renderer):
                 ids = ", ".join(fid for fid, _ in n.findings) or "its report failed"
                 _sub(case, "failure", body, message=f"{status}: {ids}", type=f"fleet.node.{status}")
             _sub(case, "system-out", body + "\n")
-        for where, why, kind in [(u.node, u.why, "fleet.unreachable") for u in payload.unreachable] + [
-            (r.source, r.why, "fleet.refused") for r in payload.refused
+        refused_more = unlisted(payload)[0]
+        more = [(f"{refused_more} more reports", "not merged; counted, not listed", "fleet.refused")]
+        for where, why, kind in [
+            *((u.node, u.why, "fleet.unreachable") for u in payload.unreachable),
+            *((r.source, r.why, "fleet.refused") for r in payload.refused),
+            *(more if refused_more else []),
         ]:
             case = _sub(suite, "testcase", classname=f"fa-doctor.{kind}", name=where, time="0.000")
             counts["tests"] += 1

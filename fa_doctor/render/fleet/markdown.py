@@ -7,7 +7,15 @@ from __future__ import annotations
 from fa_doctor.model.finding import Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
-from fa_doctor.render.fleet.common import head, install_line, names, payload_of, summary_text
+from fa_doctor.render.fleet.common import (
+    duplicate_text,
+    head,
+    install_line,
+    node_names,
+    payload_of,
+    summary_text,
+    unlisted,
+)
 from fa_doctor.render.markdown import code, fenced, inline
 
 _ICON = {"ok": "✅", "warn": "⚠️", "fail": "❌"}
@@ -41,7 +49,7 @@ class FleetMarkdownRenderer(Renderer):
             out.append("|---|---|---|---|---|")
             for f in loud:
                 cells = [_SEVERITY[f.severity], inline(f.title), code(f.id, table=True), f.scope]
-                cells.append(f"{len(f.nodes)}: {inline(names(f.nodes))}")
+                cells.append(f"{len(f.nodes)}: {inline(node_names(payload, f.nodes))}")
                 out.append("| " + " | ".join(cells) + " |")
             fixes = [(f, r) for f in loud for r in f.remedies]
             if fixes:
@@ -50,13 +58,22 @@ class FleetMarkdownRenderer(Renderer):
                 out += ["", f"**{inline(f.title)}** ({code(f.id)}): {inline(remedy.text)}"]
                 if remedy.commands:
                     out += ["", fenced(remedy.commands)]
+        refused_more, duplicates_more = unlisted(payload)
         sections = (
-            ("Outliers", "node", [(o.node, f"group {o.group}: " + "; ".join(o.why)) for o in payload.outliers]),
-            ("Refused reports", "source", [(r.source, r.why) for r in payload.refused]),
-            ("Unreachable nodes", "node", [(u.node, u.why) for u in payload.unreachable]),
+            ("Outliers", "node", [(o.node, f"group {o.group}: " + "; ".join(o.why)) for o in payload.outliers], 0),
+            ("Refused reports", "source", [(r.source, r.why) for r in payload.refused], refused_more),
+            ("Unreachable nodes", "node", [(u.node, u.why) for u in payload.unreachable], 0),
+            (
+                "Nodes reported more than once",
+                "node",
+                [duplicate_text(payload, i) for i in range(len(payload.duplicates))],
+                duplicates_more,
+            ),
         )
-        for title, column, rows in sections:
+        for title, column, rows, more in sections:
             if rows:
                 out += ["", f"### {title}", "", f"| {column} | why |", "|---|---|"]
                 out += [f"| {inline(where)} | {inline(why)} |" for where, why in rows]
+                if more:
+                    out.append(f"| … {more} more | counted, not listed |")
         return "\n".join(out) + "\n\n"
