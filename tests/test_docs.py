@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ID = re.compile(
-    r'"((?:gpu|torch|package|override|knob|selection|smoke|import|internal|binary|explain|fix|exec|fleet)\.[a-z_]+)"'
+    r'"((?:gpu|torch|package|override|knob|selection|smoke|import|internal|binary|explain|fix|exec|fleet|target)\.[a-z_]+)"'
 )
 
 

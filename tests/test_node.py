@@ -11,9 +11,10 @@ import pytest
 from conftest import gpu_env
 from fakeenv import FakeEnv
 
-from fa_doctor.commands.check import CheckOptions, gather
 from fa_doctor.diagnose.checks.node import compare_smoke
 from fa_doctor.model.machine import GpuDevice
+from fa_doctor.model.options import CheckOptions
+from fa_doctor.probes.gather import gather
 from fa_doctor.render.shell import remedy_lines
 from fa_doctor.smoke import runner
 from fa_doctor.smoke import step as smoke_step

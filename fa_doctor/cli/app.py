@@ -195,7 +195,13 @@ def fix(
         [], "--env-file", metavar="FILE", callback=path,
         help="Also remove (or rewrite) the override's line in FILE (repeatable).",
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Show the env-file diffs; write nothing."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Show the env-file diffs, or with --apply the plan and its proofs; change nothing."
+    ),
+    undo: bool = typer.Option(False, "--undo", help="Put back what an unfinished apply left (its journal)."),
+    discard_journal: bool = typer.Option(
+        False, "--discard-journal", help="Keep what an unfinished apply left; drop its journal and saved copies."
+    ),
     plan_only: bool = typer.Option(False, "--plan", help="Print the repairs of the current findings (default)."),
     apply: bool = typer.Option(False, "--apply", help="Run the repairs in the target interpreter, then re-check."),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask before --apply (for CI)."),
@@ -217,8 +223,8 @@ def fix(
 ) -> int:  # fmt: skip
     """Apply what check found: unset the override (eval its output), or plan and apply the repairs."""
     if unset_override or set_value is not None or env_files:
-        if plan_only or apply:
-            raise UsageError("--unset-override does not combine with --plan or --apply", ctx)
+        if plan_only or apply or undo or discard_journal:
+            raise UsageError("--unset-override does not combine with --plan, --apply, --undo or --discard-journal", ctx)
         from fa_doctor.cli.deliver import deliver_fix_override
         from fa_doctor.commands import fix as command
 
@@ -226,6 +232,8 @@ def fix(
         return deliver_fix_override(command.unset_override(chosen), outputs(ctx.params))
     if plan_only and apply:
         raise UsageError("--plan and --apply exclude each other", ctx)
+    if undo + discard_journal + apply > 1:
+        raise UsageError("--undo, --discard-journal and --apply exclude each other", ctx)
     checking = check_options(ctx.params)
     early = _probe_early(checking)
     from fa_doctor.commands import fix as command
@@ -235,6 +243,7 @@ def fix(
     options = command.FixOptions(
         checking, apply=apply, only=tuple(only), allow_torch_change=allow_torch_change,
         timeout=ctx.params["timeout"] if given(ctx, "timeout") else None,
+        dry_run=dry_run, undo=undo, discard_journal=discard_journal,
     )  # fmt: skip
     from fa_doctor.cli.deliver import confirm
 

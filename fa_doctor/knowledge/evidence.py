@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 
 from fa_doctor.catalog import names
-from fa_doctor.knowledge import structure
+import fa_doctor.knowledge.structure as structure
 from fa_doctor.knowledge.extract import windows
 
 _R = re.compile
