@@ -78,7 +78,7 @@ def test_short_flags_combine() -> None:
         (["fix", "--shell", "tcsh"], "'tcsh': one of bash"),
         (["fix", "--env-file", " "], "needs a file path"),
         (["fix", "--plan", "--apply"], "--plan and --apply exclude each other"),
-        (["fix", "--unset-override", "--apply"], "does not combine with --plan or --apply"),
+        (["fix", "--unset-override", "--apply"], "does not combine with --plan, --apply"),
         (["fleet", "ray", "--node-timeout", "0"], "at least 1"),
         (["--show-completion", "tcsh"], "'tcsh': one of bash, zsh, fish"),
         (["--install-completion", "tcsh"], "'tcsh': one of bash, zsh, fish"),
