@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 
-from fa_doctor.catalog import names
 import fa_doctor.knowledge.structure as structure
+from fa_doctor.catalog import names
 from fa_doctor.knowledge.extract import windows
 
 _R = re.compile
