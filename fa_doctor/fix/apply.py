@@ -31,9 +31,9 @@ from fa_doctor.diagnose.plan import feasible
 from fa_doctor.fix import journal as J
 from fa_doctor.fix import stale
 from fa_doctor.fix.outcome import ApplyResult, Step
-from fa_doctor.fix.proofs import Inventory, Refused
+from fa_doctor.fix.proofs import Failed, Inventory, Refused
 from fa_doctor.fix.rollback import ended as _ended
-from fa_doctor.fix.run_steps import Failed, Runner
+from fa_doctor.fix.run_steps import Runner
 from fa_doctor.model.actions import Action, BuildFromClone, PipInstall
 from fa_doctor.process import interrupt
 from fa_doctor.render.shell import describe

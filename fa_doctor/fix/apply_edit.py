@@ -6,7 +6,7 @@ import os
 
 from fa_doctor.fix import envfile
 from fa_doctor.fix.journal import Journal
-from fa_doctor.fix.proofs import Refused
+from fa_doctor.fix.proofs import Failed, Refused
 from fa_doctor.model.actions import EditFile
 from fa_doctor.probes.environment import OVERRIDE
 
@@ -27,7 +27,6 @@ def prove_edit(action: EditFile) -> None:
 
 def run_edit(action: EditFile, index: int, book: Journal) -> tuple[str, str]:
     """(message, how to undo by hand); Failed when the editor refuses now."""
-    from fa_doctor.fix.run_steps import Failed
 
     try:
         value = _value(action)

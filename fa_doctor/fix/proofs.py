@@ -38,6 +38,15 @@ NETWORK = re.compile(
 )
 
 
+class Failed(Exception):
+    """A step ran and failed (its exit code and output kept for the report)."""
+
+    def __init__(self, message: str, returncode: int | None = None, output: str = "") -> None:
+        super().__init__(message)
+        self.returncode = returncode
+        self.output = output
+
+
 class Refused(Exception):
     """The step cannot be proven safe; nothing was changed."""
 

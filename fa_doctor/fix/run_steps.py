@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fa_doctor.diagnose.plan import feasible
 from fa_doctor.fix import journal as J
 from fa_doctor.fix import proofs
-from fa_doctor.fix.proofs import NETWORK, Inventory, Refused
+from fa_doctor.fix.proofs import NETWORK, Failed, Inventory, Refused
 from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall
 from fa_doctor.model.install import Distribution
 from fa_doctor.process import children, proc
@@ -23,13 +23,6 @@ _CLONE_LIMIT = 900.0
 _PROBE_LIMIT = 30.0
 _QUIET = {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_TERMINAL_PROMPT": "0"}
 _TOUCHED = ("Installing collected packages", "Attempting uninstall", "Successfully uninstalled")
-
-
-class Failed(Exception):
-    def __init__(self, message: str, returncode: int | None = None, output: str = "") -> None:
-        super().__init__(message)
-        self.returncode = returncode
-        self.output = output
 
 
 @dataclass(slots=True)

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from fa_doctor.catalog import knobs as catalog
-from fa_doctor.catalog import server_rules
+from fa_doctor.catalog import names, server_rules
 from fa_doctor.catalog.server_rules import VllmRules
 from fa_doctor.diagnose.checks.override import shown
 from fa_doctor.model.actions import SetEnv, UnsetEnv
@@ -161,7 +161,7 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
     variable, the values its assert takes, `--attention-config.flash_attn_version`'s Literal, and the reason each
     FA version gives when vLLM's support check fails."""
     name = "VLLM_FLASH_ATTN_VERSION"
-    vllm = facts.scan.first("vllm")
+    vllm = facts.scan.first(names.VLLM)
     if vllm is None:
         make = _maker(name, value, _unset(name, "Unset it, or leave it for another environment."), vllm=None)
         return make("knob.ignored", Severity.INFO, f"{name} is set but vLLM is not installed here", "Nothing reads it.")
