@@ -94,6 +94,22 @@ def test_the_protocol_through_the_real_program() -> None:
     assert words.returncode == 0 and words.stdout.split() == ["check"]
 
 
+def test_odd_completion_requests_answer_at_once() -> None:
+    """A huge word index completes like the last word (no hang, no traceback); a missing or non-numeric one is
+    refused with one line, exit 1; a word list far longer than a shell holds still answers."""
+    bash = {"_FA_DOCTOR_COMPLETE": "complete_bash", "COMP_WORDS": "fa-doctor ch"}
+    huge = fa_doctor(env={**bash, "COMP_CWORD": "9" * 40})
+    assert huge.returncode == 0 and "check" in huge.stdout.split(), huge.stderr
+    for cword in ("abc", "-5", "", "\u0661"):
+        odd = fa_doctor(env={**bash, "COMP_CWORD": cword})
+        assert odd.returncode == 1 and odd.stdout == "" and "COMP_CWORD" in odd.stderr, (cword, odd.stderr)
+        assert "Traceback" not in odd.stderr
+    missing = fa_doctor(env=bash)
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    long = fa_doctor(env={**bash, "COMP_WORDS": "fa-doctor " + "x " * 20000, "COMP_CWORD": "20001"})
+    assert long.returncode == 0 and "Traceback" not in long.stderr
+
+
 def test_bash_loads_the_script_and_completes(on_path: dict[str, str]) -> None:
     """Real bash sources the printed script and runs its completion function on a line."""
     code = (

@@ -5,12 +5,14 @@ hangs it."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 from fakeenv import FakeEnv
@@ -83,7 +85,7 @@ BAD: dict[str, tuple[Target, str]] = {
     "character device": (dev_null, "not a regular file"),
     "/dev/stdout": (dev_stdout, "symbolic link"),
 }
-OPTIONS = ("--junit-xml", "--markdown", "summary")
+OPTIONS = ("--junit-xml", "--markdown", "--output", "summary")
 
 
 def _args(option: str, path: Path) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -256,3 +258,30 @@ def test_exec_with_an_unwritable_report_does_not_start_the_server(fenv: FakeEnv,
         env={**os.environ, "GITHUB_STEP_SUMMARY": str(fifo(tmp_path))},
     )
     assert proc.returncode == 2 and "FIFO" in proc.stderr and not started.exists()
+
+
+@pytest.mark.parametrize("fmt", ["human", "json", "junit"])
+def test_output_puts_the_report_in_the_file_and_nothing_on_stdout(fenv: FakeEnv, tmp_path: Path, fmt: str) -> None:
+    """-o/--output: the report a pipe would get (no colour, no terminal wrapping), replacing the file whole."""
+    out = tmp_path / "report"
+    out.write_text("x" * 100_000)
+    piped = run(fenv, "--format", fmt)
+    proc = run(fenv, "--format", fmt, "-o", str(out))
+    assert proc.returncode == piped.returncode and proc.returncode in (0, 1), proc.stderr
+    assert proc.stdout == ""
+    written = out.read_text()
+    if fmt == "json":  # the same document but for its timings
+        assert json.loads(written)["findings"] == json.loads(piped.stdout)["findings"]
+    elif fmt == "junit":
+        assert ElementTree.fromstring(written).tag == ElementTree.fromstring(piped.stdout).tag
+    else:
+        assert written.splitlines()[:3] == piped.stdout.splitlines()[:3] and "\x1b[" not in written
+
+
+def test_output_of_fix_unset_override_holds_the_shell_code(fenv: FakeEnv, tmp_path: Path) -> None:
+    out = tmp_path / "unset.sh"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fa_doctor", "fix", "--unset-override", "--shell", "bash", "--output", str(out)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout == "" and out.read_text() == "unset SGLANG_FLASHATTENTION_VERSION\n"

@@ -103,6 +103,7 @@ def _deliver(
 @app.command(epilog=opt.EXIT_CODES)
 def check(
     ctx: typer.Context, python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
+    output: Optional[str] = opt.OUTPUT,
     junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
     verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
     smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU, timeout: str = opt.TIMEOUT,
@@ -130,6 +131,7 @@ def exec_(
         ..., metavar="COMMAND", help="The server command to start (after --; its options are its own)."
     ),
     python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
+    output: Optional[str] = opt.OUTPUT,
     junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
     verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
     smoke_all: bool = opt.SMOKE_ALL, timeout: str = opt.TIMEOUT, no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH,
@@ -170,6 +172,7 @@ def explain(
     text: Optional[str] = typer.Argument(None, metavar="TEXT", help="The error text; - reads standard input."),
     file: Optional[str] = typer.Option(None, "--file", metavar="PATH", callback=path, help="Read the error from PATH."),
     python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON, verbose: bool = opt.VERBOSE,
+    output: Optional[str] = opt.OUTPUT,
     limit: str = typer.Option("5", "--limit", metavar="N", callback=whole(1, 50), help="At most this many (1-50)."),
     no_color: bool = opt.NO_COLOR,
 ) -> int:  # fmt: skip
@@ -213,6 +216,7 @@ def fix(
     ),
     python: Optional[str] = opt.PYTHON, attention: Optional[str] = opt.ATTENTION, prefill: Optional[str] = opt.PREFILL,
     decode: Optional[str] = opt.DECODE, gpu_arch: Optional[str] = opt.GPU_ARCH, fmt: str = opt.FORMAT,
+    output: Optional[str] = opt.OUTPUT,
     as_json: bool = opt.JSON, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
     no_smoke: bool = opt.NO_SMOKE,
     timeout: str = typer.Option(
@@ -257,6 +261,7 @@ def merge(
     ctx: typer.Context,
     paths: list[str] = typer.Argument(..., metavar="PATH", help="Report files, folders, or - (stdin)."),
     fmt: str = opt.FORMAT, as_json: bool = opt.JSON, junit: Optional[str] = opt.JUNIT,
+    output: Optional[str] = opt.OUTPUT,
     markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE,
     quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
     expect: Optional[str] = typer.Option(
@@ -283,6 +288,7 @@ def fleet(
         "600.0", "--node-timeout", metavar="SECONDS", callback=seconds, help="Seconds a node may take."
     ),
     python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
+    output: Optional[str] = opt.OUTPUT,
     junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
     verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
     smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU, timeout: str = opt.TIMEOUT,

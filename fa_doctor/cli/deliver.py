@@ -33,6 +33,7 @@ class Outputs:
     markdown: str | None = None
     step_summary: bool = False
     quiet: bool = False  # the verdict line and what fails; no progress
+    output: str | None = None  # -o/--output: the report goes to this file, not to the stream
 
     def color(self, stream: IO[str]) -> bool:
         from fa_doctor.render.terminal import wants_color
@@ -146,9 +147,16 @@ def deliver(result: Result, out: Outputs, stream: IO[str] | None = None) -> int:
             problems += filter(None, [_write_file(target, render(result, "markdown"), append=True)])
         else:
             sys.stderr.write("fa-doctor: --step-summary: GITHUB_STEP_SUMMARY is not set; no summary written\n")
+    if out.output:  # the report as a file would hold it: no colour, no terminal wrapping
+        text = render(result, out.format, verbose=out.verbose, quiet=out.quiet)
+        problem = _write_file(out.output, text)
+        if problem:
+            problems.append(problem)
+        text = ""
     try:
         with _signals_held():  # the report goes out whole; a signal after it ends the run (128+N), no second one
-            write(stream, text)
+            if text:
+                write(stream, text)
             interrupt.finishing()
         interrupt.checkpoint("delivered")
     except BrokenPipeError:  # `fa-doctor check | head`: the reader left; say nothing more
@@ -223,19 +231,26 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
         f"fa-doctor: {f.title}" + (f" ({f.detail})" if f.detail and not (dry_run and f.id == "fix.edited") else "")
         for f in shown.findings
     ]
-    try:
-        if dry_run:  # every line a comment: `eval "$(fa-doctor fix --unset-override --dry-run ...)"` runs nothing
-            from fa_doctor.render.shell import as_comments
+    if dry_run:  # every line a comment: `eval "$(fa-doctor fix --unset-override --dry-run ...)"` runs nothing
+        from fa_doctor.render.shell import as_comments
 
-            write(sys.stdout, as_comments("".join(e.diff for e in shown.payload.edits)))
+        code = as_comments("".join(e.diff for e in shown.payload.edits))
+    else:
+        code = payload.shell_code or ""  # fa-doctor's own code from validated values: for eval
+    try:
+        if out.output:
+            problem = _write_file(out.output, code)
+            if problem:
+                sys.stderr.write(f"fa-doctor: {problem}\n")
+                return EXIT_ERROR
         else:
-            write(sys.stdout, payload.shell_code or "")  # fa-doctor's own code from validated values: for eval
+            write(sys.stdout, code)
     except BrokenPipeError:
         _silence(sys.stdout)
         return EXIT_ERROR
     for note in notes:
         sys.stderr.write(note + "\n")
-    if not dry_run and _isatty(sys.stdout) and payload.eval_hint:
+    if not dry_run and not out.output and _isatty(sys.stdout) and payload.eval_hint:
         sys.stderr.write(f"fa-doctor: a program cannot change its parent shell; run: {payload.eval_hint}\n")
     return result.exit_code
 

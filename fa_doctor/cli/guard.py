@@ -31,6 +31,12 @@ def dispatch(args: list[str]) -> int:
     from fa_doctor.cli.app import app
 
     if os.environ.get("_FA_DOCTOR_COMPLETE"):  # a completion script asks: typer's protocol, click's answers
+        cword = os.environ.get("COMP_CWORD", "")
+        if os.environ["_FA_DOCTOR_COMPLETE"].startswith("complete_bash") and not (
+            cword.isdecimal() and cword.isascii()
+        ):
+            sys.stderr.write("fa-doctor: completion: COMP_CWORD is not a word index; nothing to complete\n")
+            return 1
         from typer.completion import completion_init  # type: ignore[attr-defined]
 
         completion_init()

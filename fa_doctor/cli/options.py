@@ -111,6 +111,10 @@ FORMAT = typer.Option(
 JSON = typer.Option(False, "--json", help="Same as --format json: one JSON document.")
 JUNIT = typer.Option(None, "--junit-xml", metavar="PATH", callback=path, help="Also write JUnit XML to PATH.")
 MARKDOWN = typer.Option(None, "--markdown", metavar="PATH", callback=path, help="Also write a Markdown summary.")
+OUTPUT = typer.Option(
+    None, "-o", "--output", metavar="PATH", callback=path,
+    help="Write the report to PATH instead of stdout (replaced whole; a link there is refused).",
+)  # fmt: skip
 SUMMARY = typer.Option(False, "--step-summary", help="Append the Markdown summary to $GITHUB_STEP_SUMMARY.")
 VERBOSE = typer.Option(
     False, "-v", "--verbose", envvar="FA_DOCTOR_VERBOSE", help="Show every finding with evidence and timings."
@@ -177,7 +181,7 @@ def outputs(p: Mapping[str, Any]) -> Any:
     fmt = "json" if p["as_json"] else str(p["fmt"])
     return Outputs(
         fmt, bool(p["verbose"]), bool(p["no_color"]), p.get("junit"), p.get("markdown"), bool(p.get("summary")),
-        quiet=bool(p.get("quiet")),
+        quiet=bool(p.get("quiet")), output=p.get("output"),
     )  # fmt: skip
 
 
