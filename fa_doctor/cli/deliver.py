@@ -76,10 +76,23 @@ def render(
 
 
 def write(stream: IO[str], text: str) -> None:
-    """Text the stream's encoding cannot hold (✓ on an ASCII terminal, lone surrogates) is escaped, not fatal."""
+    """Text the stream's encoding cannot hold (✓ on an ASCII terminal, lone surrogates) is escaped, not fatal.
+
+    Written as bytes until all are out: under PYTHONUNBUFFERED=1 the stream's buffer is the raw file, whose
+    write may take only part (a reader that leaves mid-report) and which TextIOWrapper would not retry, so the
+    report would be cut without the BrokenPipeError that makes it exit 2."""
     encoding = getattr(stream, "encoding", None) or "utf-8"
-    stream.write(text.encode(encoding, "backslashreplace").decode(encoding, "replace"))
+    data = text.encode(encoding, "backslashreplace")
+    binary = getattr(stream, "buffer", None)
+    if binary is None:  # a text-only stream (StringIO)
+        stream.write(data.decode(encoding, "replace"))
+        stream.flush()
+        return
     stream.flush()
+    view = memoryview(data)
+    while view:
+        view = view[binary.write(view) or 0 :]
+    binary.flush()
 
 
 _NOT_REGULAR = {errno.ELOOP: "it is a symbolic link (not followed)", errno.ENXIO: "it is a FIFO or socket"}
