@@ -205,6 +205,7 @@ _SAMPLES = {
     "fmt": "markdown",
     "junit": "out.xml",
     "markdown": "sum.md",
+    "output": "report.txt",
     "timeout": "42.5",
     "gpus": "0,3",
     "gpu_arch": "sm_90,sm_100",
