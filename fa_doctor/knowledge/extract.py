@@ -244,8 +244,8 @@ def _strip_identifiers(symbol: str) -> str:
 
 def demangle(symbol: str) -> str | None:
     """c++filt's reading of an Itanium symbol (2 s at most), or None when c++filt is absent or fails."""
-    tool = shutil.which("c++filt")
-    if tool is None or not symbol.startswith("_Z") or len(symbol) > 1000:
+    tool = shutil.which("c++filt") if symbol.startswith("_Z") and len(symbol) <= 1000 else None
+    if tool is None:
         return None
     try:
         stamp = os.stat(tool).st_mtime_ns

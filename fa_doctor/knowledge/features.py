@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from fa_doctor.knowledge.base import load
 from fa_doctor.knowledge.evidence import evidence, relevant, tokens
-from fa_doctor.knowledge.match import Hit, lower, match
+from fa_doctor.knowledge.match import Hit, lower, match, presence
 
 _ALL_HITS = 1_000  # every entry that matches (the model weighs them all)
 # Evidence rules and words read the paste's first 8k and last 32k characters (where the command and the final
@@ -37,13 +37,7 @@ def featurise(flat: str) -> Features:
     if len(flat) > _EV_HEAD + _EV_TAIL:
         flat = flat[:_EV_HEAD] + " " + flat[-_EV_TAIL:]
     low = lower(flat)
-    present: dict[str, bool] = {}
-
-    def has(literal: str) -> bool:
-        if literal not in present:
-            present[literal] = literal in low
-        return present[literal]
-
+    has = presence(low)
     ev = evidence(flat, low, found, has)
     for h in hits:
         ev.setdefault("entry:" + h.entry.id, f"the text matches {h.entry.id} ('{h.pattern.find or h.pattern.field}')")

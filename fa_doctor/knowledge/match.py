@@ -1,11 +1,6 @@
-"""Normalise a pasted error report, match it against the knowledge base, rank, extract and score.
-
-Cost is bounded by construction. A paste is cut to MAX_CHARS; repeated lines are dropped and each line is cut
-to MAX_LINE (long compiler command lines are noise); what remains is cut to MAX_ANALYSED characters (its head
-and its tail, where the final exception is). Each pattern's literal is looked for with str's substring search
-(once per literal); a pattern's own regex then runs only in a window of at most _BEFORE + _AFTER characters
-around one of the first _MAX_HITS occurrences of its literal, so no pattern regex ever scans the whole paste.
-"""
+"""Normalise a pasted error report and match it against the knowledge base, at a bounded cost: the paste is cut
+to MAX_CHARS, lines to MAX_LINE, the de-duplicated rest to MAX_ANALYSED; pattern regexes run in windows around
+their literal (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -13,16 +8,16 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 from fa_doctor.knowledge.base import Entry, Pattern
-from fa_doctor.knowledge.extract import GROUP_KEYS, demangle, extract
+from fa_doctor.knowledge.extract import GROUP_KEYS, demangle, extract, first
 
 MAX_CHARS = 1_000_000  # characters of a paste considered at all (its first 32k and its last 968k)
 MAX_LINE = 4_096  # characters kept of one line (its first 1k and its last 3k)
 MAX_ANALYSED = 128_000  # characters matched after de-duplication (its first 32k and its last 96k)
 _HEAD = 32_000
 _BEFORE, _AFTER = 160, 640  # a pattern's regex window around its literal
-_MAX_HITS = 8
 _EXTRA_BONUS, _MAX_BONUS = 0.02, 0.06
 
 # An OSC (title, hyperlink) ends at BEL or ST; one cut off in a paste (no terminator on its line) loses only its
@@ -92,6 +87,11 @@ def lower(flat: str) -> str:
     return "".join(c if len(c.lower()) != 1 else c.lower() for c in flat)
 
 
+def presence(low: str) -> Callable[[str], bool]:
+    """Whether a literal occurs in low, each literal searched once."""
+    return cache(low.__contains__)
+
+
 @dataclass(frozen=True, slots=True)
 class Hit:
     entry: Entry
@@ -103,62 +103,42 @@ class Hit:
 def match(entries: tuple[Entry, ...], flat: str, limit: int) -> tuple[list[Hit], dict[str, str]]:
     """Entries whose patterns match, best first, and every variable part found in the paste."""
     low = lower(flat)
-    present: dict[str, bool] = {}
-
-    def has(literal: str) -> bool:
-        if literal not in present:
-            present[literal] = literal in low
-        return present[literal]
-
+    has = presence(low)
     found = extract(flat, low, has)
-
     hits: list[Hit] = []
     for entry in entries:
-        matched: list[Pattern] = []
-        groups: dict[str, str] = {}
-        best: Pattern | None = None
-        for pattern in entry.patterns:
-            ok, named = _try(pattern, flat, low, found, has)
-            if ok:
-                matched.append(pattern)
-                if best is None or pattern.weight > best.weight:
-                    best, groups = pattern, named
-        if best is not None:
-            # Independent evidence adds a little; a literal inside another one (or the same literal) is not.
-            extra = [p for p in matched if p is not best and not (p.find and best.find and p.find in best.find)]
-            extra = [p for p in extra if not (p.find and best.find and best.find in p.find)]
-            bonus = min(_MAX_BONUS, _EXTRA_BONUS * len(extra))
-            hits.append(Hit(entry, round(min(0.99, best.weight + bonus), 3), groups, best))
+        matched = [(p, groups) for p in entry.patterns if (groups := _try(p, flat, low, found, has)) is not None]
+        if not matched:
+            continue
+        best, groups = max(matched, key=lambda pg: pg[0].weight)
+        # Independent evidence adds a little; a literal inside another one (or the same literal) is not.
+        extra = [p for p, _ in matched if p is not best and not (p.find and best.find and _nested(p.find, best.find))]
+        bonus = min(_MAX_BONUS, _EXTRA_BONUS * len(extra))
+        hits.append(Hit(entry, round(min(0.99, best.weight + bonus), 3), groups, best))
     hits.sort(key=lambda h: -h.score)  # stable: ties keep the file's order (specific entries first)
     return hits[:limit], found
 
 
-def _try(
-    p: Pattern, flat: str, low: str, found: dict[str, str], has: Callable[[str], bool]
-) -> tuple[bool, dict[str, str]]:
+def _nested(a: str, b: str) -> bool:
+    return a in b or b in a
+
+
+def _try(p: Pattern, flat: str, low: str, found: dict[str, str], has: Callable[[str], bool]) -> dict[str, str] | None:
+    """The named groups of a pattern that matches, None when it does not."""
     if p.field:
-        return found.get(p.field) in p.values, {}
+        return {} if found.get(p.field) in p.values else None
     if not has(p.find) or any(has(u) for u in p.unless) or (p.also and not any(has(a) for a in p.also)):
-        return False, {}
+        return None
     if p.regex is None:
-        return True, {}
-    pos, tries = low.find(p.find), 0
-    while pos >= 0 and tries < _MAX_HITS:
-        m = p.regex.search(low, max(0, pos - _BEFORE), min(len(low), pos + len(p.find) + _AFTER))
-        if m is not None:
-            named = {k: flat[m.start(k) : m.end(k)] for k, v in m.groupdict().items() if v is not None}
-            return True, named
-        tries += 1
-        pos = low.find(p.find, pos + len(p.find))
-    return False, {}
+        return {}
+    m = first(low, p.find, p.regex, _BEFORE, _AFTER)
+    return None if m is None else {k: flat[m.start(k) : m.end(k)] for k, v in m.groupdict().items() if v is not None}
 
 
 def extracted_for(entry: Entry, found: dict[str, str], groups: dict[str, str]) -> dict[str, str]:
     """The variable parts this entry asks for; its own pattern's named groups win over the global ones."""
     merged = {**found, **groups}
-    if "symbol" in entry.extract and merged.get("symbol", "").startswith("_Z"):
-        demangled = demangle(merged["symbol"])
-        if demangled:
-            merged["demangled"] = demangled
+    if "symbol" in entry.extract and (demangled := demangle(merged.get("symbol", ""))):
+        merged["demangled"] = demangled
     keys = [k for g in entry.extract for k in GROUP_KEYS[g]]
     return {k: merged[k] for k in dict.fromkeys(keys) if merged.get(k)}
