@@ -1,15 +1,5 @@
-"""What a pasted error means: the knowledge base (errors.json) and the matcher behind `fa-doctor explain`.
-
-    from fa_doctor.knowledge import explain
-    for m in explain(text, facts=None, limit=5): print(m.category, m.confidence, m.title)
-
-Each category is weighed by a model fitted on labelled real reports (model.py; scripts/explain_learn.py):
-pattern hits of errors.json, evidence rules (evidence.py), the report's structure (structure.py) and the paste's
-words; confidence is a probability measured on reports of repositories the model did not see, and each answer
-says how it stands (likely, a guess, possible, unlikely).
-
-`check` classifies smoke-test errors with the same table through fa_doctor.knowledge.classify.
-"""
+"""What a pasted error means: the knowledge base (errors.json) and the model behind `fa-doctor explain`, how it
+ranks in docs/explain.md. `check` classifies smoke-test errors with the same table (knowledge.classify)."""
 
 from __future__ import annotations
 
@@ -45,15 +35,8 @@ NO_MATCH = (
 def explain(
     text: str, facts: Facts | None = None, limit: int = 5, findings: Sequence[Finding] | None = None
 ) -> list[Match]:
-    """Ranked explanations of a pasted error (best first; empty when the text has nothing of FlashAttention's
-    world in it).
-
-    The paste is capped at MAX_CHARS characters (its head and its tail are kept). Every category is weighed by
-    the fitted model (model.py) from the patterns that match, the evidence rules and the words; a category's
-    entry is its best-matching pattern's, else the one whose words the text shares most. Confidence is the
-    calibrated probability of being right. With facts, remedies are exact for the target; with check's
-    findings too, the machine confirms or rules out hypotheses and the ranking follows (verify.py).
-    """
+    """Ranked explanations of a pasted error, best first (none for text with nothing of FlashAttention's world).
+    With facts, remedies are exact for the target; with check's findings too, verdicts reweigh (verify.py)."""
     if limit <= 0 or not text:
         return []
     f = featurise(normalise(text))
@@ -122,33 +105,7 @@ def markdown() -> str:
         "Each entry: its id, what it looks like, the cause, what to do, and the `fa-doctor check` findings",
         "that would confirm it on the machine.",
         "",
-        "## How explain ranks",
-        "",
-        "Every category is weighed, not only those a pattern below matches: a model fitted on every labelled real",
-        "report of `tests/explain_cases/`, `tests/explain_reports/`, `tests/explain_dev/` and `tests/explain_heldout/`",
-        "(`fa_doctor/knowledge/model.json`, written by `benchmarks/explain_fit.py`) adds up the best pattern score of",
-        "each category, evidence rules (`fa_doctor/knowledge/evidence.py`: head dims, capabilities, compiler and",
-        "linker messages, frames' packages, version requirements, ...), the structure of the report",
-        "(`fa_doctor/knowledge/structure.py`: whose symbol is missing and which library asked for it, whether the",
-        "module Python could not import is FlashAttention's own or a dependency deeper in the chain, the GPU's",
-        "generation, a container or a GPU the process cannot see, a dispatcher's reason list) and the paste's words.",
-        "A category no pattern matched is worded by the entry its evidence names. Text with nothing of",
-        "FlashAttention's world in it gets no answer.",
-        "",
-        "Confidence is the probability of being right: a logistic model, fitted on reports of repositories the",
-        "counts did not see, reads how the evidence agrees (the margin, the pattern behind the first category and",
-        "any pattern against it, whether the evidence without patterns agrees, how many rules support it). A first",
-        "answer below 50% is labelled a guess (one that nothing but words chose is at most 35%); the rest of the",
-        "probability is shared by the other categories, and those below 5% are labelled unlikely. With `--python`,",
-        "check's checks run on the target and each hypothesis the machine confirms or rules out says so; the",
-        "ranking follows.",
-        "",
-        "Measured leave-one-repository-out (`python benchmarks/explain_loro.py`): the counts, the weights and the",
-        "confidence model are fitted without the held-out repository. Hand-written and the same in every fold: the",
-        "patterns below, the evidence and structure rules and their category hints, the thresholds; some were",
-        "written after reading reports of `tests/explain_reports/` and `tests/explain_dev/` (see `git log` of",
-        "`fa_doctor/knowledge/`); `tests/explain_heldout/` was collected and labelled after they were frozen",
-        "(its MANIFEST.json). The figures and the calibration table are in docs/testing.md.",
+        "How explain ranks: [docs/explain.md](explain.md).",
     ]
     for category in CATEGORIES:
         entries = [e for e in load() if e.category == category]
