@@ -9,8 +9,6 @@ import shutil
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 
-from fa_doctor.knowledge.base import EXTRACT_GROUPS
-
 _R = re.compile
 _MAX_HITS = 8  # occurrences of an anchor tried per extractor
 _DIGITS = frozenset("0123456789")
@@ -185,20 +183,6 @@ def _file_before(flat: str, low: str, anchor: str) -> str:
         return ""
     token = _TOKEN_END.split(flat[max(0, pos - 400) : pos])[-1]
     return token if _LIB_FILE.search(token) else ""
-
-
-GROUP_KEYS: dict[str, tuple[str, ...]] = {
-    "symbol": ("symbol", "demangled", "symbol_kind", "symbol_version", "abi"),
-    "library": ("library",),
-    "glibc": ("glibc_requires", "glibc_version", "required_by"),
-    "module": ("module", "name"),
-    "versions": ("torch", "flash_attn", "cuda", "cuda_tag", "cxx11abi", "python", "driver"),
-    "arch": ("arch", "capability", "gpu"),
-    "fa_impl_ver": ("fa_impl_ver", "override"),
-    "wheel": ("wheel",),
-    "backend": ("backend", "override"),
-}
-assert set(GROUP_KEYS) == set(EXTRACT_GROUPS)
 
 
 def symbol_kind(symbol: str, version: str = "") -> str:

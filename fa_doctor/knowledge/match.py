@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
-from fa_doctor.knowledge.base import Entry, Pattern
-from fa_doctor.knowledge.extract import GROUP_KEYS, demangle, extract, first
+from fa_doctor.knowledge.base import GROUP_KEYS, Entry, Pattern
+from fa_doctor.knowledge.extract import demangle, extract, first
 
 MAX_CHARS = 1_000_000  # characters of a paste considered at all (its first 32k and its last 968k)
 MAX_LINE = 4_096  # characters kept of one line (its first 1k and its last 3k)
