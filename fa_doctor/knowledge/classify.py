@@ -1,9 +1,5 @@
-"""fa_doctor.smoke.classify's contract, answered from the knowledge base (a drop-in replacement).
-
-The table (errors.json) decides which failure mode a text is; this module only words the answer the way the
-smoke classifier does (its summaries and evidence keys, pinned by tests/test_smoke_classify.py). To swap it in,
-make fa_doctor/smoke/classify.py re-export `classify` from here and keep ImportProblem, CAUSES and demangle.
-"""
+"""fa_doctor.smoke.classify's contract answered from the knowledge base: the table decides the failure mode, this
+module words it as the smoke classifier does (summaries and evidence keys pinned by tests/test_smoke_classify.py)."""
 
 from __future__ import annotations
 
@@ -52,18 +48,14 @@ def _worded(cause: str, hit: Hit, v: Mapping[str, str]) -> tuple[str, dict[str, 
         ev: dict[str, object] = {"symbol": sym, "abi": abi}
         if abi == "cxx11":
             ev["extension_cxx11abi"] = "__cxx11" in sym
-        if "library_path" in v:
-            ev["library"] = v["library_path"]
+        ev |= _renamed(v, library_path="library")
         if (demangled := demangle(sym)) is not None:
             ev["demangled"] = demangled
         return _ABI[abi], ev
     if cause == "glibc" and "glibc_requires" in v:
         kind = v["glibc_kind"]
         ev = {"requires": v["glibc_requires"], "kind": kind, "version": v["glibc_version"]}
-        if "library_path" in v:
-            ev["library"] = v["library_path"]
-        if "required_by" in v:
-            ev["required_by"] = v["required_by"]
+        ev |= _renamed(v, library_path="library", required_by="required_by")
         what = "glibc" if kind == "glibc" else "libstdc++"
         return (
             f"The compiled extension needs {what} {v['glibc_version']} or newer, which this system does not have.",
@@ -95,3 +87,8 @@ def _worded(cause: str, hit: Hit, v: Mapping[str, str]) -> tuple[str, dict[str, 
         ev = {"symbol": v["symbol"]}
     summary = _FIXED.get(cause, hit.entry.title)
     return summary if summary.endswith(".") else summary + ".", ev
+
+
+def _renamed(v: Mapping[str, str], **keys: str) -> dict[str, object]:
+    """The values of v present under keys' names, each under its new name (evidence keys)."""
+    return {new: v[old] for old, new in keys.items() if old in v}

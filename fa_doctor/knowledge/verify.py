@@ -1,14 +1,5 @@
-"""Which of explain's hypotheses this machine confirms or rules out, from the target's facts and check's findings.
-
-`explain --python` gathers the target's facts and runs check's checks on them (no smoke test); this module only
-reads the result: a failing `binary.undefined_symbol` confirms an ABI mismatch, a visible Ampere GPU with a
-CUDA torch rules out "no GPU", and so on. A verdict multiplies the model's probability by a likelihood ratio
-(CONFIRMS / RULES_OUT) before the ranking is renormalised, so the first answer is about this machine.
-
-The ratios are hand-set, not fitted: the corpus holds pastes, not the environments they came from. Confidence
-after a verdict is the calibration table applied to the re-weighted probability, an extrapolation the
-calibration was not measured on (the report says so).
-"""
+"""Which of explain's hypotheses this machine confirms or rules out, from the target's facts and check's findings;
+a verdict multiplies the model's probability by a hand-set likelihood ratio (docs/explain.md)."""
 
 from __future__ import annotations
 
@@ -37,9 +28,7 @@ _CONFIRMED_BY: dict[str, tuple[str, ...]] = {
     "api-mismatch": ("package.conflict",),
 }
 
-
-# Findings that state a fact of the machine whatever their severity: check reports a missing GPU as info when
-# it runs without the kernel test (explain's way), and the GPU is missing all the same.
+# Findings that state a fact of the machine whatever their severity (a missing GPU is info without the kernel test).
 _FACTS = frozenset(["gpu.none", "torch.cpu_build"])
 
 
@@ -58,8 +47,7 @@ def verdicts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
             bad.setdefault(f.id, []).append(f)
     out: dict[str, Verdict] = {}
     for category, ids in _CONFIRMED_BY.items():
-        hit = [i for i in ids if i in bad]
-        if hit:
+        if hit := [i for i in ids if i in bad]:
             titles = "; ".join(bad[i][0].title for i in hit)
             out[category] = Verdict(CONFIRMED, f"`fa-doctor check` finds it here: {titles}", tuple(hit))
     requirement = [f for f in bad.get("package.requirement", []) if "torch" in f"{f.title} {f.detail}".lower()]
@@ -100,18 +88,12 @@ def _from_facts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]
             out["glibc"] = Verdict(
                 RULED_OUT, f"the installed extensions' glibc/libstdc++ needs are met ({facts.target.libc})"
             )
-    driver = _version(facts.gpus.cuda_driver_version)
-    runtime = facts.torch_cuda
-    if driver and runtime:
-        if driver < runtime:
-            out["driver-too-old"] = Verdict(
-                CONFIRMED,
-                f"the driver supports CUDA {facts.gpus.cuda_driver_version}, torch is built for a newer CUDA",
-            )
-        else:
-            out["driver-too-old"] = Verdict(
-                RULED_OUT, f"the driver supports CUDA {facts.gpus.cuda_driver_version}, enough for torch's CUDA"
-            )
+    cuda = facts.gpus.cuda_driver_version
+    driver, runtime = _version(cuda), facts.torch_cuda
+    if driver and runtime and driver < runtime:
+        out["driver-too-old"] = Verdict(CONFIRMED, f"the driver supports CUDA {cuda}, torch is built for a newer CUDA")
+    elif driver and runtime:
+        out["driver-too-old"] = Verdict(RULED_OUT, f"the driver supports CUDA {cuda}, enough for torch's CUDA")
     return out
 
 
