@@ -3,13 +3,12 @@ ranks in docs/explain.md. `check` classifies smoke-test errors with the same tab
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING
 
 from fa_doctor.knowledge.base import CATEGORIES, Entry, KnowledgeError, Match, load
-from fa_doctor.knowledge.evidence import ENTRY_HINTS
+from fa_doctor.knowledge.evidence import ENTRY_HINTS, WORD
 from fa_doctor.knowledge.features import featurise
 from fa_doctor.knowledge.match import MAX_CHARS, extracted_for, normalise
 from fa_doctor.knowledge.model import shown, standing, stored
@@ -21,8 +20,6 @@ from fa_doctor.render.shell import remedy_lines
 if TYPE_CHECKING:
     from fa_doctor.model.facts import Facts
     from fa_doctor.model.finding import Finding
-
-_WORD = re.compile(r"[a-z][a-z0-9_]{2,39}")
 
 __all__ = ["CATEGORIES", "MAX_CHARS", "NO_MATCH", "Entry", "KnowledgeError", "Match", "explain", "load", "markdown"]
 
@@ -83,16 +80,15 @@ def _entry_for(category: str, evidence: Mapping[str, str], words: Sequence[str])
     shares most (file order breaks ties)."""
     entries = [e for e in load() if e.category == category]
     named = {ENTRY_HINTS[x] for x in evidence if x in ENTRY_HINTS}
-    for e in entries:
-        if e.id in named:
-            return e
+    if hinted := next((e for e in entries if e.id in named), None):
+        return hinted
     have = {w[4:] for w in words}
     return max(entries, key=lambda e: (len(_words(e) & have), -entries.index(e)))
 
 
 @cache
 def _words(entry: Entry) -> frozenset[str]:
-    return frozenset(w for p in entry.patterns for lit in (p.find, *p.also) for w in _WORD.findall(lit))
+    return frozenset(w for p in entry.patterns for lit in (p.find, *p.also) for w in WORD.findall(lit))
 
 
 def markdown() -> str:

@@ -11,7 +11,7 @@ from fa_doctor.knowledge.extract import CUDA_LIBS, first, windows
 
 _R = re.compile
 MAX_TOKENS = 600  # distinct words kept of one paste (the last ones: the final error is at the end)
-_WORD = _R(r"[a-z][a-z0-9_]{2,39}")
+WORD = _R(r"[a-z][a-z0-9_]{2,39}")
 _STOP = frozenset(
     [  # English, tracebacks', paths' words
         *("the", "and", "for", "with", "from", "that", "this", "not", "are", "was", "were", "but", "you", "your"),
@@ -293,14 +293,6 @@ def _any(has: Callable[[str], bool], literals: tuple[str, ...]) -> str:
     return next((lit for lit in literals if has(lit)), "")
 
 
-def _bucket(major: int, minor: int) -> str:
-    if major < 8:
-        return "pre-ampere"
-    if major == 8:
-        return "ampere"
-    return "hopper" if major == 9 else "blackwell"
-
-
 def evidence(flat: str, low: str, found: Mapping[str, str], has: Callable[[str], bool]) -> dict[str, str]:
     """Rule and structure features ("ev:NAME") with their reasons; flat is the case-kept text, low its lower-case
     copy and `found` extract()'s output."""
@@ -335,7 +327,7 @@ def _values(flat: str, low: str, found: Mapping[str, str], has: Callable[[str], 
             major, minor = divmod(int(m.group(5)), 10)
         else:
             major, minor = int(m.group(1) or m.group(3)), int(m.group(2) or m.group(4))
-        bucket = _bucket(major, minor)
+        bucket = "pre-ampere" if major < 8 else {8: "ampere", 9: "hopper"}.get(major, "blackwell")
         out["ev:cap-" + bucket] = f"compute capability {major}.{minor} ({bucket}) is named"
     if has("capability"):
         out["ev:capability"] = "a compute capability is named"
@@ -386,9 +378,7 @@ def _values(flat: str, low: str, found: Mapping[str, str], has: Callable[[str], 
 
 def tokens(low: str) -> list[str]:
     """Distinct words (3-40 characters, no stop words), the last MAX_TOKENS of them."""
-    words = dict.fromkeys(w for w in _WORD.findall(low) if w not in _STOP and not w.isdigit())
-    keys = list(words)
-    return keys[-MAX_TOKENS:]
+    return list(dict.fromkeys(w for w in WORD.findall(low) if w not in _STOP and not w.isdigit()))[-MAX_TOKENS:]
 
 
 # Evidence that by itself makes a paste about FlashAttention's world (a word of _RELEVANT does too).
@@ -411,48 +401,40 @@ def relevant(ev: Mapping[str, str], has: Callable[[str], bool]) -> bool:
     return any(has(w) for w in _RELEVANT)
 
 
-# What each kind of evidence usually means, written from how the libraries fail (not counted from the corpus):
-# the model adds HINT_DOCS pseudo-reports of this category to the feature's counts, so evidence seen in few
-# reports still points somewhere sensible. The counted corpus can outweigh every hint.
+# Where each kind of evidence usually points, written from how the libraries fail (docs/explain.md).
 HINT_DOCS = 2
 HINTS: dict[str, str] = {
     **dict.fromkeys(
         ("ev:build-wheel", "ev:build-tool", "ev:compile-error", "ev:compiler-flag", "ev:linker", "ev:long-path",
-         "ev:network", "ev:no-wheel", "ev:source-tree", "ev:cuda-mismatch", "ev:missing-in-build", "ev:oom"),
+         "ev:network", "ev:no-wheel", "ev:source-tree", "ev:cuda-mismatch", "ev:missing-in-build", "ev:oom",
+         "ev:missing-kind-build-dep"),
         "build-failure",
     ),
     **dict.fromkeys(("ev:unpack", "ev:signature", "ev:version-requirement", "ev:cannot-import-name"), "api-mismatch"),
-    **dict.fromkeys(("ev:torch-cpu", "ev:no-cuda"), "no-gpu"),
-    **dict.fromkeys(("ev:driver", "ev:symbol-cuda-driver"), "driver-too-old"),
-    **dict.fromkeys(("ev:cuda-error", "ev:symbol-cuda-runtime", "ev:cuda-lib"), "cuda-runtime"),
+    **dict.fromkeys(("ev:torch-cpu", "ev:no-cuda", "ev:gpu-not-visible", "ev:visible-devices-empty"), "no-gpu"),
+    **dict.fromkeys(("ev:driver", "ev:symbol-cuda-driver", "ev:cuda-requirement", "ev:driver-cuda-found"),
+                    "driver-too-old"),
+    **dict.fromkeys(("ev:cuda-error", "ev:symbol-cuda-runtime", "ev:cuda-lib", "ev:symbol-in-cuda",
+                     "ev:symbol-versioned-cuda", "ev:symbol-cuda-library"), "cuda-runtime"),
     **dict.fromkeys(
         ("ev:no-kernel-image", "ev:cap-pre-ampere", "ev:gpu-pre-ampere", "ev:gpu-blackwell", "ev:cap-blackwell"),
         "arch-unsupported",
     ),
-    **dict.fromkeys(("ev:rocm", "ev:gfx"), "rocm"),
+    **dict.fromkeys(("ev:rocm", "ev:gfx", "ev:symbol-in-rocm", "ev:symbol-rocm", "ev:gpu-amd"), "rocm"),
     **dict.fromkeys(("ev:invalid-choice", "ev:backend"), "selection-override"),
-    **dict.fromkeys(("ev:cute-dsl", "ev:missing-cutlass"), "fa4-dsl"),
-    "ev:fa3": "fa3-unavailable",
+    **dict.fromkeys(("ev:cute-dsl", "ev:missing-cutlass", "ev:missing-kind-dsl"), "fa4-dsl"),
+    **dict.fromkeys(("ev:fa3", "ev:fa3-refused"), "fa3-unavailable"),
     **dict.fromkeys(
         ("ev:kv-cache-dtype", "ev:dtype", "ev:headdim", "ev:headdim-over-256", "ev:headdim-odd", "ev:dtype-fp32",
          "ev:headdim-limit"),
         "dtype-shape",
     ),
-    **dict.fromkeys(("ev:built-for", "ev:symbol-torch", "ev:symbol-torch-cxx11"), "abi-mismatch"),
-    "ev:glibc": "glibc",
-    **dict.fromkeys(("ev:missing-flash_attn", "ev:missing-flash_attn_2_cuda"), "missing-module"),
-    **dict.fromkeys(("ev:symbol-in-cuda", "ev:symbol-versioned-cuda", "ev:symbol-cuda-library"), "cuda-runtime"),
-    **dict.fromkeys(("ev:symbol-in-torch", "ev:symbol-python"), "abi-mismatch"),
-    **dict.fromkeys(("ev:symbol-in-rocm", "ev:symbol-rocm", "ev:gpu-amd"), "rocm"),
-    "ev:symbol-cxx-runtime": "glibc",
-    **dict.fromkeys(("ev:missing-kind-fa", "ev:missing-kind-fa-optional", "ev:missing-kind-dependency",
-                     "ev:missing-kind-server-ext"), "missing-module"),
-    "ev:missing-kind-dsl": "fa4-dsl",
-    "ev:missing-kind-build-dep": "build-failure",
-    **dict.fromkeys(("ev:gpu-not-visible", "ev:visible-devices-empty"), "no-gpu"),
-    **dict.fromkeys(("ev:cuda-requirement", "ev:driver-cuda-found"), "driver-too-old"),
-    **dict.fromkeys(("ev:xformers-unbuilt", "ev:operators-unbuilt"), "abi-mismatch"),
-    "ev:fa3-refused": "fa3-unavailable",
+    **dict.fromkeys(("ev:built-for", "ev:symbol-torch", "ev:symbol-torch-cxx11", "ev:symbol-in-torch",
+                     "ev:symbol-python", "ev:xformers-unbuilt", "ev:operators-unbuilt"), "abi-mismatch"),
+    **dict.fromkeys(("ev:glibc", "ev:symbol-cxx-runtime"), "glibc"),
+    **dict.fromkeys(("ev:missing-flash_attn", "ev:missing-flash_attn_2_cuda", "ev:missing-kind-fa",
+                     "ev:missing-kind-fa-optional", "ev:missing-kind-dependency", "ev:missing-kind-server-ext"),
+                    "missing-module"),
 }  # fmt: skip
 
 # The entry that words a category when no pattern of it matched, by the evidence that pointed there.
