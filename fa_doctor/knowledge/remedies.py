@@ -64,22 +64,13 @@ def _exact(entry: Entry, extracted: Mapping[str, str], facts: Facts) -> tuple[Re
     torch = facts.torch
     if entry.category == "abi-mismatch" and torch is not None and torch.version:
         abi = {True: "TRUE", False: "FALSE", None: "unknown"}[torch.cxx11_abi]
-        built = []
-        if extracted.get("wheel"):
-            built.append(f"the paste names {extracted['wheel']}")
+        built = [f"; the paste names {extracted['wheel']}"] if extracted.get("wheel") else []
         if extracted.get("abi") == "cxx11":
-            built.append("the missing symbol is a std::string of the other C++ ABI")
-        out.append(
-            Remedy(
-                f"The target runs torch {torch.version} (CUDA {torch.cuda or 'none'}, cxx11abi{abi})"
-                + (f"; {'; '.join(built)}" if built else "")
-                + ": the extension must be built for exactly this torch and ABI.",
-                (
-                    f'{shlex.quote(facts.target.executable)} -c "import torch; print(torch.__version__, '
-                    'torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)"',
-                ),
-            )
-        )
+            built.append("; the missing symbol is a std::string of the other C++ ABI")
+        runs = f"The target runs torch {torch.version} (CUDA {torch.cuda or 'none'}, cxx11abi{abi})" + "".join(built)
+        probe = "import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)"
+        command = f'{shlex.quote(facts.target.executable)} -c "{probe}"'
+        out.append(Remedy(runs + ": the extension must be built for exactly this torch and ABI.", (command,)))
     if entry.category == "glibc" and facts.target.libc:
         need = extracted.get("glibc_requires", "a newer version")
         out.append(Remedy(f"This system has {facts.target.libc}; the binary needs {need}.", ("ldd --version",)))
