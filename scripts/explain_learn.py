@@ -25,8 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fa_doctor.knowledge.features import Features, featurise
-from fa_doctor.knowledge.match import normalise
+from fa_doctor.knowledge.match import Features, featurise, normalise
 from fa_doctor.knowledge.model import (
     Model,
     Scores,

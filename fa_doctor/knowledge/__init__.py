@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 from fa_doctor.knowledge.base import CATEGORIES, Entry, KnowledgeError, Match, load
 from fa_doctor.knowledge.evidence import ENTRY_HINTS, WORD
-from fa_doctor.knowledge.features import featurise
-from fa_doctor.knowledge.match import MAX_CHARS, extracted_for, normalise
+from fa_doctor.knowledge.match import MAX_CHARS, extracted_for, featurise, normalise
 from fa_doctor.knowledge.model import shown, standing, stored
 from fa_doctor.knowledge.remedies import build
 from fa_doctor.knowledge.verify import Verdict, reweigh, verdicts
