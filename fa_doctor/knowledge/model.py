@@ -55,37 +55,28 @@ class Model:
             self._cache[feature] = feature_weights(self.categories, self.counts.get(feature, {}), HINTS.get(feature))
         return self._cache[feature]
 
-    def scores(self, patterns: Mapping[str, float], evidence: Iterable[str], words: Iterable[str]) -> Scores:
+    def rank(self, patterns: Mapping[str, float], evidence: Iterable[str], words: Iterable[str]) -> list[Ranked]:
+        """Every category with its probability, confidence and the features that weighed most for it, best first."""
         cats = self.categories
         total = sum(self.docs.values()) + len(cats)
         ev = [math.log((self.docs.get(c, 0) + 1) / total) for c in cats]  # the prior
         _, we, wt = self.weights
-        support = [0] * len(cats)
+        support = [0] * len(cats)  # rule and pattern features that support each category
+        weighed: list[list[tuple[float, str]]] = [[] for _ in cats]
         for group, weight in ((evidence, we), (words, wt)):
             for f in group:
-                w = self.weight(f)
-                if w is not None:
-                    ev = [a + weight * x for a, x in zip(ev, w, strict=True)]
-                    if weight == we:
-                        support = [n + supports(f, x) for n, x in zip(support, w, strict=True)]
-        return combine(tuple(patterns.get(c, 0.0) for c in cats), ev, support, self.weights)
-
-    def rank(self, patterns: Mapping[str, float], evidence: Iterable[str], words: Iterable[str]) -> list[Ranked]:
-        """Every category with its probability, confidence and the features that weighed most for it, best first."""
-        evidence, words = list(evidence), list(words)
-        s = self.scores(patterns, evidence, words)
-        probs = softmax(s.full)
-        conf = distribute(s, self.confidence)
-        support: list[list[tuple[float, str]]] = [[] for _ in self.categories]
-        for group, weight in ((evidence, self.weights[1]), (words, self.weights[2])):
-            for f in group:
-                w = self.weight(f)
-                for i, x in enumerate(w or ()):
+                if (w := self.weight(f)) is None:
+                    continue
+                ev = [a + weight * x for a, x in zip(ev, w, strict=True)]
+                if weight == we:
+                    support = [n + supports(f, x) for n, x in zip(support, w, strict=True)]
+                for i, x in enumerate(w):
                     if x > 0:
-                        support[i].append((weight * x, f))
+                        weighed[i].append((weight * x, f))
+        s = combine(tuple(patterns.get(c, 0.0) for c in cats), ev, support, self.weights)
         out = [
             Ranked(c, p, q, tuple(f for _, f in sorted(sup, reverse=True)[:4]))
-            for c, p, q, sup in zip(self.categories, probs, conf, support, strict=True)
+            for c, p, q, sup in zip(cats, softmax(s.full), distribute(s, self.confidence), weighed, strict=True)
         ]
         return sorted(out, key=lambda r: (-r.confidence, -r.probability))
 
