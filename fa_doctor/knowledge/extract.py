@@ -7,11 +7,13 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from functools import lru_cache
 
 _R = re.compile
 _MAX_HITS = 8  # occurrences of an anchor tried per extractor
-_DIGITS = frozenset("0123456789")
+# A name's length in a mangled symbol: digits after C/D/S/T/v are ctor, dtor, substitution, template and vector codes.
+_NAME_LENGTH = _R(r"(?<=[^CDSTv])[0-9]+")
 _TORCH_NAMESPACE = _R(r"(?:^_Z|N|K)(?:3c10|2at|5torch|6caffe2)\d")
 _STD_LIB = _R(r"_ZN?K?St|_ZSt|__cxa_|__gxx_")
 # Whose a plain C symbol is, by its start (the first that matches).
@@ -211,19 +213,11 @@ def abi_hint(symbol: str) -> str:
 
 def _strip_identifiers(symbol: str) -> str:
     """Drop the length-prefixed names of an Itanium mangled symbol so that 'Ss' inside a name is not an ABI tag."""
-    out: list[str] = []
-    i = 0
-    while i < len(symbol):
-        # Digits after C/D/S/T/v are ctor, dtor, substitution, template and vector codes, not name lengths.
-        if symbol[i] in _DIGITS and i > 0 and symbol[i - 1] not in "CDSTv":
-            j = i
-            while j < len(symbol) and symbol[j] in _DIGITS:
-                j += 1
-            i = j + int(symbol[i:j])
-            continue
-        out.append(symbol[i])
-        i += 1
-    return "".join(out)
+    out, i = [], 0
+    while m := _NAME_LENGTH.search(symbol, i):
+        out.append(symbol[i : m.start()])
+        i = m.end() + int(m.group())
+    return "".join(out) + symbol[i:]
 
 
 def demangle(symbol: str) -> str | None:
@@ -231,11 +225,9 @@ def demangle(symbol: str) -> str | None:
     tool = shutil.which("c++filt") if symbol.startswith("_Z") and len(symbol) <= 1000 else None
     if tool is None:
         return None
-    try:
-        stamp = os.stat(tool).st_mtime_ns
-    except OSError:
-        return None
-    return _demangle(tool, stamp, symbol)
+    with suppress(OSError):
+        return _demangle(tool, os.stat(tool).st_mtime_ns, symbol)
+    return None
 
 
 @lru_cache(maxsize=64)
