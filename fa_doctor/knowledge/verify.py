@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from fa_doctor.model.finding import Finding, Severity
@@ -62,38 +63,35 @@ def verdicts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
 
 def _from_facts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
     out: dict[str, Verdict] = {}
+    yes, no = partial(Verdict, CONFIRMED), partial(Verdict, RULED_OUT)
     torch, caps = facts.torch, facts.capabilities
     ids = {f.id for f in findings}
     gpus = ", ".join(f"{d.name} ({d.capability[0]}.{d.capability[1]})" for d in facts.gpus.devices if d.capability)
     if torch is not None and torch.hip:
-        out["rocm"] = Verdict(CONFIRMED, f"torch {torch.version} is a ROCm build (HIP {torch.hip})")
+        out["rocm"] = yes(f"torch {torch.version} is a ROCm build (HIP {torch.hip})")
     elif torch is not None and torch.cuda and facts.gpus.devices:
-        out["rocm"] = Verdict(RULED_OUT, f"torch {torch.version} is a CUDA build and the GPUs are NVIDIA's ({gpus})")
+        out["rocm"] = no(f"torch {torch.version} is a CUDA build and the GPUs are NVIDIA's ({gpus})")
     if torch is not None and torch.cuda and facts.gpus.devices:
-        out["no-gpu"] = Verdict(RULED_OUT, f"torch {torch.version} has CUDA {torch.cuda} and sees {gpus}")
+        out["no-gpu"] = no(f"torch {torch.version} has CUDA {torch.cuda} and sees {gpus}")
     if caps and all(c >= (8, 0) for c in caps) and "binary.archs" in ids:
-        out["arch-unsupported"] = Verdict(
-            RULED_OUT, f"every GPU is Ampere or newer ({gpus}) and the installed extensions carry code for them"
+        out["arch-unsupported"] = no(
+            f"every GPU is Ampere or newer ({gpus}) and the installed extensions carry code for them"
         )
     if caps and all(c < (9, 0) for c in caps):
-        out["fa3-unavailable"] = Verdict(
-            CONFIRMED, f"FlashAttention-3 needs a Hopper GPU (9.0); this machine has {gpus}"
-        )
+        out["fa3-unavailable"] = yes(f"FlashAttention-3 needs a Hopper GPU (9.0); this machine has {gpus}")
     if "binary.archs" in ids:  # the compiled extensions were read
         if "binary.undefined_symbol" not in ids and torch is not None:
-            out["abi-mismatch"] = Verdict(
-                RULED_OUT, f"every torch symbol the installed extensions need is exported by torch {torch.version}"
+            out["abi-mismatch"] = no(
+                f"every torch symbol the installed extensions need is exported by torch {torch.version}"
             )
         if "binary.glibc" not in ids:
-            out["glibc"] = Verdict(
-                RULED_OUT, f"the installed extensions' glibc/libstdc++ needs are met ({facts.target.libc})"
-            )
+            out["glibc"] = no(f"the installed extensions' glibc/libstdc++ needs are met ({facts.target.libc})")
     cuda = facts.gpus.cuda_driver_version
     driver, runtime = _version(cuda), facts.torch_cuda
     if driver and runtime and driver < runtime:
-        out["driver-too-old"] = Verdict(CONFIRMED, f"the driver supports CUDA {cuda}, torch is built for a newer CUDA")
+        out["driver-too-old"] = yes(f"the driver supports CUDA {cuda}, torch is built for a newer CUDA")
     elif driver and runtime:
-        out["driver-too-old"] = Verdict(RULED_OUT, f"the driver supports CUDA {cuda}, enough for torch's CUDA")
+        out["driver-too-old"] = no(f"the driver supports CUDA {cuda}, enough for torch's CUDA")
     return out
 
 
