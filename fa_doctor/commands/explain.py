@@ -14,8 +14,6 @@ from fa_doctor.model.result import CannotRun, ExplainPayload, Result
 
 if TYPE_CHECKING:
     from fa_doctor.knowledge import Match
-    from fa_doctor.model.facts import Facts
-    from fa_doctor.model.options import CheckOptions
     from fa_doctor.probes.target import TargetProbe
 
 _MAX_BYTES = 4_000_000  # a paste longer than this is cut; the matcher keeps head and tail of what is left
@@ -82,18 +80,6 @@ def _no_match() -> Finding:
     )
 
 
-def _checks(facts: Facts, options: CheckOptions) -> list[Finding]:
-    """check's checks on the target's facts, each contained; nothing when the inventory itself fails."""
-    from fa_doctor.commands.check import run_checks
-    from fa_doctor.diagnose.derive import derive
-
-    try:
-        derived = derive(facts)
-    except Exception:  # check reports this as a crash finding; explain only loses the machine's verdicts
-        return []
-    return run_checks(facts, derived, options)
-
-
 def run(
     options: ExplainOptions, progress: Callable[[str], None] | None = None, pending: TargetProbe | None = None
 ) -> Result:
@@ -104,6 +90,8 @@ def run(
     facts = None
     checked: list[Finding] | None = None
     if options.python:
+        from fa_doctor.commands.check import run_checks
+        from fa_doctor.diagnose.derive import derive
         from fa_doctor.model.options import CheckOptions
         from fa_doctor.probes.gather import gather
 
@@ -113,7 +101,12 @@ def run(
         facts = gather(check_options, {}, pending)
         if progress:
             progress("checking the target")
-        checked = _checks(facts, check_options)
+        try:  # check's checks on the target's facts, each contained
+            derived = derive(facts)
+        except Exception:  # check reports this as a crash finding; explain only loses the machine's verdicts
+            checked = []
+        else:
+            checked = run_checks(facts, derived, check_options)
     matches = tuple(explain(text, facts, options.limit, checked))
     findings = tuple(_finding(m) for m in matches) or (_no_match(),)
     payload = ExplainPayload(matches, len(text), facts.target if facts else None)
