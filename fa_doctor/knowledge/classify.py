@@ -69,9 +69,8 @@ def _worded(cause: str, hit: Hit, v: Mapping[str, str]) -> tuple[str, dict[str, 
         if major.isdigit() and lib.startswith(_CUDA_MAJOR_LIBS):
             summary = f"The build needs the CUDA {major} runtime ({lib}), which is not installed where it can be found."
             return summary, {"library": lib, "cuda_major": int(major)}
-        return f"The build needs the CUDA library {lib}, which is not installed where it can be found.", {
-            "library": lib
-        }
+        summary = f"The build needs the CUDA library {lib}, which is not installed where it can be found."
+        return summary, {"library": lib}
     if cause == "cute_dsl_missing" and "module" in v:
         mod = v["module"]
         return f"FA4's CuTe DSL runtime is missing or incomplete: Python cannot import '{mod}'.", {"module": mod}

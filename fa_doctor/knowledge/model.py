@@ -174,13 +174,8 @@ def feature_weights(cats: tuple[str, ...], counts: Mapping[str, int], hint: str 
 
 def from_json(text: str) -> Model:
     doc = json.loads(text)
-    return Model(
-        tuple(doc["categories"]),
-        doc["docs"],
-        doc["counts"],
-        tuple(doc["weights"]),
-        tuple(float(c) for c in doc["confidence"]),
-    )
+    weights, confidence = tuple(doc["weights"]), tuple(float(c) for c in doc["confidence"])
+    return Model(tuple(doc["categories"]), doc["docs"], doc["counts"], weights, confidence)
 
 
 @lru_cache(maxsize=1)
