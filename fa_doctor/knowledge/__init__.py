@@ -16,14 +16,12 @@ from fa_doctor.knowledge.model import shown, standing, stored
 from fa_doctor.knowledge.verify import Verdict, reweigh, verdicts
 from fa_doctor.model.actions import Action, RunCommand
 from fa_doctor.model.finding import Remedy
-from fa_doctor.model.intents import describe
-from fa_doctor.render.shell import remedy_lines
 
 if TYPE_CHECKING:
     from fa_doctor.model.facts import Facts
     from fa_doctor.model.finding import Finding
 
-__all__ = ["CATEGORIES", "MAX_CHARS", "NO_MATCH", "Entry", "KnowledgeError", "Match", "explain", "load", "markdown"]
+__all__ = ["CATEGORIES", "MAX_CHARS", "NO_MATCH", "Entry", "KnowledgeError", "Match", "explain", "load"]
 
 NO_MATCH = (
     "fa-doctor does not recognise this error. Run `fa-doctor check` on the machine (add `--python` for the "
@@ -161,39 +159,3 @@ def _exact(entry: Entry, extracted: Mapping[str, str], facts: Facts) -> tuple[Re
 
         out.extend(expand(Remedy("", intent=Install(entry.reinstall)), facts))
     return tuple(out)
-
-
-def markdown() -> str:
-    """docs/errors.md: every entry of the knowledge base (tests keep the file equal to this)."""
-    lines = [
-        "# Error reports `fa-doctor explain` recognises",
-        "",
-        "Generated from `fa_doctor/knowledge/errors.json` (regenerate with",
-        "`python -c \"from fa_doctor.knowledge import markdown; print(markdown(), end='')\" > docs/errors.md`).",
-        "Each entry: its id, what it looks like, the cause, what to do, and the `fa-doctor check` findings",
-        "that would confirm it on the machine.",
-        "",
-        "How explain ranks: [docs/explain.md](explain.md).",
-    ]
-    for category in CATEGORIES:
-        entries = [e for e in load() if e.category == category]
-        if not entries:
-            continue
-        lines += ["", f"## {category}"]
-        for e in entries:
-            lines += ["", f"### `{e.id}`: {e.title}", "", e.cause, ""]
-            shows = [p.find for p in e.patterns if p.find] + [
-                f"{p.field} in {', '.join(p.values)}" for p in e.patterns if p.field
-            ]
-            lines.append("Recognised by: " + "; ".join(f"`{s}`" for s in dict.fromkeys(shows)))
-            lines.append("")
-            for r in e.remedies:
-                lines.append(f"- {r.text}")
-                lines.extend(f"  - `{c}`" for c in remedy_lines(r))
-                if r.intent is not None:
-                    lines.append(f"  - the install fa-doctor plans for the target: {describe(r.intent)}")
-            if e.confirm_with:
-                lines += ["", "Confirm with: " + ", ".join(f"`{c}`" for c in e.confirm_with)]
-            if e.links:
-                lines += ["", "Reports: " + ", ".join(e.links)]
-    return "\n".join(lines) + "\n"
