@@ -39,8 +39,7 @@ def explain(
     f = featurise(normalise(text))
     if not f.relevant:
         return []
-    model = stored()
-    ranked = model.rank(f.patterns, f.evidence, f.words)
+    ranked = stored().rank(f.patterns, f.evidence, f.words)
     support = {r.category: r.support for r in ranked}
     confidences = {r.category: r.confidence for r in ranked}
     said: dict[str, Verdict] = {}

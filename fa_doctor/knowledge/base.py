@@ -50,8 +50,6 @@ GROUP_KEYS: dict[str, tuple[str, ...]] = {
 # Fields a pattern may test instead of the text (computed from the raw, case-preserved paste).
 FIELDS = ("symbol_kind",)
 
-_ENTRY_KEYS = {"id", "category", "title", "cause", "patterns", "remedies", "links", "confirm_with", "extract"}
-_ENTRY_KEYS |= {"smoke_cause", "reinstall"}
 _ID = re.compile(r"^[a-z0-9]+(?:\.[a-z0-9-]+)+$")
 _FINDING = re.compile(r"^[a-z]+\.[a-z_]+$")
 
@@ -87,6 +85,9 @@ class Entry:
     extract: tuple[str, ...]
     smoke_cause: str
     reinstall: str = ""  # implementation key for facts-dependent commands (checks.remedies.reinstall)
+
+
+_ENTRY_KEYS = frozenset(f.name for f in fields(Entry))  # the keys an entry of errors.json may have
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,6 +181,7 @@ _DEPENDENCY = "a dependency, not FlashAttention itself"
 _GPU_HOPPER = _R(r"\b(?:h100|h800|h200|h20|gh200|hopper)\b")
 _GPU_AMPERE = _R(r"\b(?:a100|a800|a10g?|a30|a40|a6000|a5000|a4000|rtx ?(?:30[5-9]0|40[6-9]0)(?: ti)?|"
                  r"(?:30|40)[6-9]0(?: ?ti)?|l4|l40s?|l20|ada)\b")  # fmt: skip
+_AMPERE_ANCHORS = ("a1", "a2", "a3", "a4", "a5", "a6", "a8", "30", "40", "l4", "l20", "ada")
 _GPU_AMD = _R(r"\b(?:mi[1-4]\d{2}x?|radeon|rx ?[5-9]\d{3}(?: xtx?)?|instinct|navi ?\d{1,2}|strix)\b")
 _DRIVER_FOUND = _R(r"(?:found version|driver version) ?\(?\d{4,5}\)?")
 _EMPTY_VISIBLE = _R(r"cuda_visible_devices ?[=:] ?(?:[\"']{2}|$|\s|-1\b|none\b)")
@@ -256,12 +257,7 @@ def _imports(found: Mapping[str, str], has: Callable[[str], bool], out: dict[str
 def _hardware(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
     for name, rx, anchors, what in (
         ("gpu-hopper", _GPU_HOPPER, ("h100", "h800", "h200", "h20", "gh200", "hopper"), "a Hopper GPU"),
-        (
-            "gpu-ampere",
-            _GPU_AMPERE,
-            ("a1", "a2", "a3", "a4", "a5", "a6", "a8", "30", "40", "l4", "l20", "ada"),
-            "an Ampere or Ada GPU",
-        ),
+        ("gpu-ampere", _GPU_AMPERE, _AMPERE_ANCHORS, "an Ampere or Ada GPU"),
         ("gpu-amd", _GPU_AMD, ("mi1", "mi2", "mi3", "mi4", "radeon", "rx", "instinct", "navi", "strix"), "an AMD GPU"),
     ):
         if any(has(a) for a in anchors) and (m := rx.search(low)) is not None:
