@@ -99,10 +99,8 @@ def _remedies(entry: Entry, extracted: Mapping[str, str], facts: Facts | None) -
     `fa-doctor check --python` that would write them (no torch to hold, so no install is printed)."""
     from fa_doctor.diagnose.plan.planner import unique
 
-    general = [r for remedy in entry.remedies for r in _general(remedy, facts)]
-    if facts is None:
-        return tuple(unique(general))
-    return tuple(unique([*_exact(entry, extracted, facts), *general]))
+    exact = _exact(entry, extracted, facts) if facts is not None else ()
+    return tuple(unique([*exact, *(r for remedy in entry.remedies for r in _general(remedy, facts))]))
 
 
 _SHELL_SYNTAX = ("|", ">", "<", ";", "&&", "$(", "`", "cd ")

@@ -127,23 +127,18 @@ def confidence_features(s: Scores) -> tuple[float, ...]:
     )
 
 
-def first_confidence(s: Scores, coefficients: Sequence[float]) -> float:
-    """The probability that the first category is right (the logistic model; the softmax when unfitted)."""
+def distribute(s: Scores, coefficients: Sequence[float]) -> list[float]:
+    """Every category's confidence: the first's from the logistic model (the softmax when unfitted; at most
+    UNSUPPORTED when only words chose it), the rest shared by the others in proportion to their scores."""
     top, _ = _best_two(s.full)
     if coefficients:
         z = sum(c * x for c, x in zip(coefficients, confidence_features(s), strict=True))
-        p = 1 / (1 + math.exp(-max(-30.0, min(30.0, z))))
+        first = 1 / (1 + math.exp(-max(-30.0, min(30.0, z))))
     else:
-        p = max(softmax(s.full))
+        first = max(softmax(s.full))
     if s.patterns[top] == 0 and s.support[top] == 0:
-        p = min(p, UNSUPPORTED)
-    return min(CEILING, max(FLOOR, p))
-
-
-def distribute(s: Scores, coefficients: Sequence[float]) -> list[float]:
-    """Every category's confidence: the first's, and the rest shared by the others in proportion to their scores."""
-    top, _ = _best_two(s.full)
-    first = first_confidence(s, coefficients)
+        first = min(first, UNSUPPORTED)
+    first = min(CEILING, max(FLOOR, first))
     rest = iter(softmax([x for i, x in enumerate(s.full) if i != top]))
     return [first if i == top else (1 - first) * next(rest) for i in range(len(s.full))]
 
