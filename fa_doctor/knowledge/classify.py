@@ -57,10 +57,8 @@ def _worded(cause: str, hit: Hit, v: Mapping[str, str]) -> tuple[str, dict[str, 
         ev = {"requires": v["glibc_requires"], "kind": kind, "version": v["glibc_version"]}
         ev |= _renamed(v, library_path="library", required_by="required_by")
         what = "glibc" if kind == "glibc" else "libstdc++"
-        return (
-            f"The compiled extension needs {what} {v['glibc_version']} or newer, which this system does not have.",
-            ev,
-        )
+        summary = f"The compiled extension needs {what} {v['glibc_version']} or newer, which this system does not have."
+        return summary, ev
     if cause == "cuda_runtime" and "library" in v:
         lib = v["library"]
         if lib.startswith("libcuda."):
@@ -81,9 +79,7 @@ def _worded(cause: str, hit: Hit, v: Mapping[str, str]) -> tuple[str, dict[str, 
             return summary, {"module": mod, "name": v["name"]}
         return f"Python cannot find the module '{mod}' in the target interpreter.", {"module": mod}
     # A cause the table names without the values its wording needs: the entry's own title says it.
-    ev = {"matched": hit.pattern.label} if hit.pattern.label else {}
-    if "symbol" in v and not ev:
-        ev = {"symbol": v["symbol"]}
+    ev = {"matched": hit.pattern.label} if hit.pattern.label else {"symbol": v["symbol"]} if "symbol" in v else {}
     summary = _FIXED.get(cause, hit.entry.title)
     return summary if summary.endswith(".") else summary + ".", ev
 
