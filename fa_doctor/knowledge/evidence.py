@@ -34,6 +34,7 @@ _CAP_PAIR = _R(r"capability[^0-9]{0,20}(\d{1,2})[ .,]{1,2}(\d)\b|found \((\d{1,2
 # The GPU's own capability, where a message states both a requirement and what the GPU has.
 _OWN_CAP = _R(r"(?:gpu|device) has (?:compute )?capability \(?(\d{1,2})[ .,]{1,2}(\d)")
 _CAP_SPOTS = (("capability", 0, 40), ("found (", 0, 12), ("sm", 2, 8))  # (anchor, before, after)
+_HEAD_SPOTS = (("head", 0, 60), ("hdim", 0, 12), ("shape[-1]", 0, 60))
 _HEADDIM = _R(
     r"head[ _-]?(?:dim(?:ension)?s?|size)\b[^0-9\n]{0,40}?(\d{1,4})|\bhdim ?(\d{1,4})"
     r"|shape\[-1\]\)? ?(?:>|!=|==|=|is) ?(\d{1,4})"  # xformers names the head dim query.shape[-1]
@@ -314,8 +315,8 @@ def _values(flat: str, low: str, found: Mapping[str, str], has: Callable[[str], 
     """Evidence that depends on a value: capabilities, head dims, symbols, modules, long paths."""
     m = first(low, "capability", _OWN_CAP, 30, 20) if has("capability") else None
     if m is None:
-        near = (windows(low, anchor, before, after) for anchor, before, after in _CAP_SPOTS if has(anchor))
-        m = next(filter(None, (_CAP_PAIR.search(low, s, e) for spot in near for s, e in spot)), None)
+        near = (w for anchor, before, after in _CAP_SPOTS if has(anchor) for w in windows(low, anchor, before, after))
+        m = next(filter(None, (_CAP_PAIR.search(low, s, e) for s, e in near)), None)
     if m is not None:
         if m.re is _OWN_CAP:
             major, minor = int(m.group(1)), int(m.group(2))
@@ -331,32 +332,26 @@ def _values(flat: str, low: str, found: Mapping[str, str], has: Callable[[str], 
         out["ev:gpu-pre-ampere"] = f"a GPU older than Ampere ({m.group(0)}) is named"
     if _any(has, _NEW_ANCHORS) and (m := _GPU_NEW.search(low)) is not None:
         out["ev:gpu-blackwell"] = f"a Blackwell GPU ({m.group(0)}) is named"
-    if has("head") or has("hdim") or has("shape[-1]"):
-        spots = (*windows(low, "head", 0, 60), *windows(low, "hdim", 0, 12), *windows(low, "shape[-1]", 0, 60))
-        for start, end in spots:
-            m = _HEADDIM.search(low, start, end)
-            if m is None:
-                continue
-            dim = int(m.group(1) or m.group(2) or m.group(3))
-            dims = [int(n) for n in _NUMBER.findall(low, m.start(), min(end + 40, len(low)))]
-            out["ev:headdim"] = f"head dimension {dim} is named"
-            if _LIMIT.search(low, max(0, m.start() - 60), min(end + 40, len(low))):
-                out["ev:headdim-limit"] = "a limit on the head dimension is stated"
-            if (biggest := max([dim, *dims])) > 256:
-                out["ev:headdim-over-256"] = f"a head dimension of {biggest} is above FlashAttention's 256"
-            elif dim % 8:
-                out["ev:headdim-odd"] = f"head dimension {dim} is not a multiple of 8"
-            break
+    spots = (w for anchor, before, after in _HEAD_SPOTS if has(anchor) for w in windows(low, anchor, before, after))
+    if named := next(((m, end) for start, end in spots if (m := _HEADDIM.search(low, start, end))), None):
+        m, end = named  # the head dimension's match and the end of its window
+        dim = int(m.group(1) or m.group(2) or m.group(3))
+        dims = [int(n) for n in _NUMBER.findall(low, m.start(), min(end + 40, len(low)))]
+        out["ev:headdim"] = f"head dimension {dim} is named"
+        if _LIMIT.search(low, max(0, m.start() - 60), min(end + 40, len(low))):
+            out["ev:headdim-limit"] = "a limit on the head dimension is stated"
+        if (biggest := max([dim, *dims])) > 256:
+            out["ev:headdim-over-256"] = f"a head dimension of {biggest} is above FlashAttention's 256"
+        elif dim % 8:
+            out["ev:headdim-odd"] = f"head dimension {dim} is not a multiple of 8"
     if kind := found.get("symbol_kind"):
         out["ev:symbol-" + kind] = f"an undefined {kind} symbol ({found.get('symbol', '')[:80]})"
     if module := found.get("module"):
-        top = module.split(".")[0].lower()
-        out["ev:missing-" + top] = f"the module '{module}' is missing"
+        out["ev:missing-" + module.split(".")[0].lower()] = f"the module '{module}' is missing"
         if "ev:build-wheel" in out or "ev:build-tool" in out:
             out["ev:missing-in-build"] = f"'{module}' is missing inside a build (pip's build isolation)"
     if lib := found.get("library"):
-        stem = lib.split(".so")[0].split(".")[0].lower()
-        out["ev:solib-" + stem] = f"the library {lib} cannot be loaded"
+        out["ev:solib-" + lib.split(".so")[0].split(".")[0].lower()] = f"the library {lib} cannot be loaded"
     if has("site-packages") or has("dist-packages"):
         for pkg in list(dict.fromkeys(_FRAME.findall(low, max(0, len(low) - _TAIL))))[-6:]:
             out["ev:frame-" + pkg] = f"the traceback runs through {pkg}"
