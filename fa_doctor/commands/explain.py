@@ -71,12 +71,9 @@ def _finding(m: Match) -> Finding:
 def _no_match() -> Finding:
     from fa_doctor.knowledge import NO_MATCH
 
+    remedy = Remedy("Test the install itself.", ("fa-doctor check",))
     return Finding(
-        "explain.no_match",
-        Severity.INFO,
-        "fa-doctor does not recognise this error",
-        NO_MATCH,
-        remedies=(Remedy("Test the install itself.", ("fa-doctor check",)),),
+        "explain.no_match", Severity.INFO, "fa-doctor does not recognise this error", NO_MATCH, remedies=(remedy,)
     )
 
 
