@@ -47,8 +47,7 @@ _SPACE = re.compile(r"\s+")
 
 def normalise(text: str) -> str:
     """One line of plain text: ANSI, markdown, quote/log prefixes, width variants and home folders removed."""
-    if len(text) > MAX_CHARS:
-        text = text[:_HEAD] + "\n" + text[len(text) - (MAX_CHARS - _HEAD) :]
+    text = _cut(text, _HEAD, MAX_CHARS)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
@@ -72,11 +71,13 @@ def normalise(text: str) -> str:
 def _distinct_lines(text: str) -> str:
     lines = text.split("\n")
     if max(map(len, lines)) > MAX_LINE:
-        lines = [line if len(line) <= MAX_LINE else line[:1024] + " " + line[-(MAX_LINE - 1024) :] for line in lines]
-    out = "\n".join(dict.fromkeys(lines))
-    if len(out) > MAX_ANALYSED:
-        out = out[:_HEAD] + "\n" + out[len(out) - (MAX_ANALYSED - _HEAD) :]
-    return out
+        lines = [_cut(line, 1024, MAX_LINE, " ") for line in lines]
+    return _cut("\n".join(dict.fromkeys(lines)), _HEAD, MAX_ANALYSED)
+
+
+def _cut(text: str, head: int, size: int, sep: str = "\n") -> str:
+    """text, or its first `head` and last `size - head` characters when it is longer than size."""
+    return text if len(text) <= size else text[:head] + sep + text[len(text) - (size - head) :]
 
 
 def lower(flat: str) -> str:
@@ -170,8 +171,7 @@ class Features:
 def featurise(flat: str) -> Features:
     """Everything explain reads from a paste (flat: normalise()'s output), computed once."""
     hits, found = match(load(), flat, _ALL_HITS)
-    if len(flat) > _EV_HEAD + _EV_TAIL:
-        flat = flat[:_EV_HEAD] + " " + flat[-_EV_TAIL:]
+    flat = _cut(flat, _EV_HEAD, _EV_HEAD + _EV_TAIL, " ")
     low = lower(flat)
     has = presence(low)
     ev = evidence(flat, low, found, has)
