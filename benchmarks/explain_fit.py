@@ -17,10 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from explain_learn import Corpus, Doc, fit  # noqa: E402
+from explain_learn import Corpus, Doc, fit, to_json  # noqa: E402
 
 from fa_doctor.knowledge import CATEGORIES  # noqa: E402
-from fa_doctor.knowledge.model import to_json  # noqa: E402
 
 FOLDERS = tuple(ROOT / "tests" / f for f in ("explain_cases", "explain_reports", "explain_dev", "explain_heldout"))
 MODEL = ROOT / "fa_doctor" / "knowledge" / "model.json"

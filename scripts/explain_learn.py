@@ -16,15 +16,16 @@ thresholds of knowledge/model.py (GUESS, SHOWN_MIN, UNSUPPORTED).
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from fa_doctor.knowledge.features import Features, featurise
-from fa_doctor.knowledge.match import normalise
+from fa_doctor.knowledge.match import Features, featurise, normalise
 from fa_doctor.knowledge.model import (
     Model,
     Scores,
@@ -246,6 +247,19 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
 def fit(corpus: Corpus) -> Model:
     weights, confidence = choose(corpus, frozenset())
     return corpus.model(frozenset(), weights, confidence)
+
+
+def to_json(model: Model) -> str:
+    """model.json's text (fa_doctor.knowledge.model.from_json reads it)."""
+    doc: dict[str, Any] = {
+        "version": 2,
+        "categories": list(model.categories),
+        "weights": list(model.weights),
+        "docs": dict(model.docs),
+        "confidence": [round(c, 6) for c in model.confidence],
+        "counts": {f: dict(sorted(c.items())) for f, c in sorted(model.counts.items())},
+    }
+    return json.dumps(doc, indent=0, sort_keys=False) + "\n"
 
 
 def predict(

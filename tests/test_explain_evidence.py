@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fa_doctor.knowledge import explain
-from fa_doctor.knowledge.features import featurise
-from fa_doctor.knowledge.match import normalise
-from fa_doctor.knowledge.verify import CONFIRMED, RULED_OUT, reweigh, verdicts
+from fa_doctor.knowledge import CONFIRMED, RULED_OUT, explain, reweigh, verdicts
+from fa_doctor.knowledge.match import featurise, normalise
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.install import DistributionScan

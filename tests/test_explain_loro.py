@@ -34,10 +34,11 @@ from explain_learn import (  # noqa: E402
     probabilities,
     repository,
     scores,
+    to_json,
 )
 
 from fa_doctor.knowledge import explain  # noqa: E402
-from fa_doctor.knowledge.model import distribute, from_json, stored, to_json  # noqa: E402
+from fa_doctor.knowledge.model import distribute, from_json, stored  # noqa: E402
 
 
 @pytest.fixture(scope="module")

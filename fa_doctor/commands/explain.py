@@ -1,18 +1,12 @@
-"""`fa-doctor explain [TEXT | - | --file PATH]`: what a pasted error means, and what to do about it.
-
-The matching lives in `fa_doctor/knowledge` (the same table `check` classifies smoke-test errors with). Each
-ranked match becomes an `explain.match` finding (its remedies, the `check` findings that would confirm it), and
-the typed `ExplainPayload` carries the matches for the JSON envelope's `matches`. With `--python`, the target's
-facts make the remedies exact, and check's checks run on them (no smoke test): each hypothesis the machine
-confirms or rules out says so, and the ranking follows (fa_doctor/knowledge/verify.py).
-"""
+"""`fa-doctor explain [TEXT | - | --file PATH]`: what a pasted error means, and what to do about it; each ranked
+match of fa_doctor.knowledge is an `explain.match` finding (docs/explain.md)."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING
 
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.lines import Lines
@@ -20,8 +14,6 @@ from fa_doctor.model.result import CannotRun, ExplainPayload, Result
 
 if TYPE_CHECKING:
     from fa_doctor.knowledge import Match
-    from fa_doctor.model.facts import Facts
-    from fa_doctor.model.options import CheckOptions
     from fa_doctor.probes.target import TargetProbe
 
 _MAX_BYTES = 4_000_000  # a paste longer than this is cut; the matcher keeps head and tail of what is left
@@ -39,12 +31,7 @@ class ExplainOptions:
     limit: int = 5
 
 
-def _read_bounded(handle: BinaryIO) -> str:
-    data = handle.read(_MAX_BYTES + 1)
-    return data[:_MAX_BYTES].decode("utf-8", "replace")
-
-
-def read_input(options: ExplainOptions, stdin: BinaryIO | None = None) -> str:
+def read_input(options: ExplainOptions) -> str:
     if options.file is not None:
         from fa_doctor.probes import files
 
@@ -52,19 +39,19 @@ def read_input(options: ExplainOptions, stdin: BinaryIO | None = None) -> str:
         if got.data is None:
             raise InputError(f"--file {options.file!r}: {got.problem}")
         return got.data.decode("utf-8", "replace")
-    if options.text is None or options.text == "-":
-        source = stdin or sys.stdin.buffer
-        if options.text is None and sys.stdin.isatty():
-            raise InputError("nothing to explain: give the error text, `-` to read it from standard input, or --file")
-        return _read_bounded(source)
-    return options.text
+    if options.text is not None and options.text != "-":
+        return options.text
+    if options.text is None and sys.stdin.isatty():
+        raise InputError("nothing to explain: give the error text, `-` to read it from standard input, or --file")
+    return sys.stdin.buffer.read(_MAX_BYTES + 1)[:_MAX_BYTES].decode("utf-8", "replace")
 
 
 _STANDING = {"likely": "Likely", "guess": "A guess", "possible": "Possible", "unlikely": "Unlikely"}
+# The match's fields an explain.match finding carries as evidence (before the verdict), in this order.
+_EVIDENCE = ("id", "category", "confidence", "standing", "extracted", "confirm_with", "links", "reasons")
 
 
 def _finding(m: Match) -> Finding:
-    confirm = ", ".join(m.confirm_with)
     lines = [m.cause]
     if m.standing == "guess":
         lines.append("The text does not settle the cause: this is the best guess; run fa-doctor check to know.")
@@ -72,52 +59,22 @@ def _finding(m: Match) -> Finding:
         lines.append(f"On this machine: {m.verdict} ({m.verdict_reason}).")
     if m.reasons:
         lines.append("Evidence: " + "; ".join(m.reasons) + ".")
-    if confirm and not m.verdict:
-        lines.append(f"`fa-doctor check` confirms it with: {confirm}.")
+    if m.confirm_with and not m.verdict:
+        lines.append(f"`fa-doctor check` confirms it with: {', '.join(m.confirm_with)}.")
     standing = _STANDING.get(m.standing, "")
-    return Finding(
-        "explain.match",
-        Severity.INFO,
-        f"{standing} ({m.confidence:.0%}): {m.title}" if standing else m.title,
-        Lines(lines),
-        {
-            "id": m.id,
-            "category": m.category,
-            "confidence": m.confidence,
-            "standing": m.standing,
-            "extracted": dict(m.extracted),
-            "confirm_with": list(m.confirm_with),
-            "links": list(m.links),
-            "reasons": list(m.reasons),
-            "verdict": m.verdict,
-            "verdict_reason": m.verdict_reason,
-        },
-        m.remedies,
-    )
+    title = f"{standing} ({m.confidence:.0%}): {m.title}" if standing else m.title
+    d = m.to_dict()
+    evidence = {**{k: d[k] for k in _EVIDENCE}, "verdict": m.verdict, "verdict_reason": m.verdict_reason}
+    return Finding("explain.match", Severity.INFO, title, Lines(lines), evidence, m.remedies)
 
 
 def _no_match() -> Finding:
     from fa_doctor.knowledge import NO_MATCH
 
+    remedy = Remedy("Test the install itself.", ("fa-doctor check",))
     return Finding(
-        "explain.no_match",
-        Severity.INFO,
-        "fa-doctor does not recognise this error",
-        NO_MATCH,
-        remedies=(Remedy("Test the install itself.", ("fa-doctor check",)),),
+        "explain.no_match", Severity.INFO, "fa-doctor does not recognise this error", NO_MATCH, remedies=(remedy,)
     )
-
-
-def _checks(facts: Facts, options: CheckOptions) -> list[Finding]:
-    """check's checks on the target's facts, each contained; nothing when the inventory itself fails."""
-    from fa_doctor.commands.check import run_checks
-    from fa_doctor.diagnose.derive import derive
-
-    try:
-        derived = derive(facts)
-    except Exception:  # check reports this as a crash finding; explain only loses the machine's verdicts
-        return []
-    return run_checks(facts, derived, options)
 
 
 def run(
@@ -130,6 +87,8 @@ def run(
     facts = None
     checked: list[Finding] | None = None
     if options.python:
+        from fa_doctor.commands.check import run_checks
+        from fa_doctor.diagnose.derive import derive
         from fa_doctor.model.options import CheckOptions
         from fa_doctor.probes.gather import gather
 
@@ -139,7 +98,12 @@ def run(
         facts = gather(check_options, {}, pending)
         if progress:
             progress("checking the target")
-        checked = _checks(facts, check_options)
+        try:  # check's checks on the target's facts, each contained
+            derived = derive(facts)
+        except Exception:  # check reports this as a crash finding; explain only loses the machine's verdicts
+            checked = []
+        else:
+            checked = run_checks(facts, derived, check_options)
     matches = tuple(explain(text, facts, options.limit, checked))
     findings = tuple(_finding(m) for m in matches) or (_no_match(),)
     payload = ExplainPayload(matches, len(text), facts.target if facts else None)

@@ -1,40 +1,26 @@
-"""What a pasted error means: the knowledge base (errors.json) and the matcher behind `fa-doctor explain`.
-
-    from fa_doctor.knowledge import explain
-    for m in explain(text, facts=None, limit=5): print(m.category, m.confidence, m.title)
-
-Each category is weighed by a model fitted on labelled real reports (model.py; scripts/explain_learn.py):
-pattern hits of errors.json, evidence rules (evidence.py), the report's structure (structure.py) and the paste's
-words; confidence is a probability measured on reports of repositories the model did not see, and each answer
-says how it stands (likely, a guess, possible, unlikely).
-
-`check` classifies smoke-test errors with the same table through fa_doctor.knowledge.classify.
-"""
+"""What a pasted error means, what this machine says of it and the remedies: the knowledge base (errors.json) and the
+model behind `fa-doctor explain` (docs/explain.md). `check` classifies smoke-test errors with the same table."""
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
-from functools import cache
+from dataclasses import dataclass
+from functools import cache, partial
 from typing import TYPE_CHECKING
 
 from fa_doctor.knowledge.base import CATEGORIES, Entry, KnowledgeError, Match, load
-from fa_doctor.knowledge.evidence import ENTRY_HINTS
-from fa_doctor.knowledge.features import featurise
-from fa_doctor.knowledge.match import MAX_CHARS, extracted_for, normalise
+from fa_doctor.knowledge.evidence import ENTRY_HINTS, WORD
+from fa_doctor.knowledge.match import MAX_CHARS, extracted_for, featurise, normalise
 from fa_doctor.knowledge.model import shown, standing, stored
-from fa_doctor.knowledge.remedies import build
-from fa_doctor.knowledge.verify import Verdict, reweigh, verdicts
-from fa_doctor.model.intents import describe
-from fa_doctor.render.shell import remedy_lines
+from fa_doctor.model.actions import Action, RunCommand
+from fa_doctor.model.finding import Finding, Remedy, Severity
 
 if TYPE_CHECKING:
     from fa_doctor.model.facts import Facts
-    from fa_doctor.model.finding import Finding
 
-_WORD = re.compile(r"[a-z][a-z0-9_]{2,39}")
-
-__all__ = ["CATEGORIES", "MAX_CHARS", "NO_MATCH", "Entry", "KnowledgeError", "Match", "explain", "load", "markdown"]
+__all__ = ["CATEGORIES", "MAX_CHARS", "NO_MATCH", "Entry", "KnowledgeError", "Match", "explain", "load"]
 
 NO_MATCH = (
     "fa-doctor does not recognise this error. Run `fa-doctor check` on the machine (add `--python` for the "
@@ -45,22 +31,14 @@ NO_MATCH = (
 def explain(
     text: str, facts: Facts | None = None, limit: int = 5, findings: Sequence[Finding] | None = None
 ) -> list[Match]:
-    """Ranked explanations of a pasted error (best first; empty when the text has nothing of FlashAttention's
-    world in it).
-
-    The paste is capped at MAX_CHARS characters (its head and its tail are kept). Every category is weighed by
-    the fitted model (model.py) from the patterns that match, the evidence rules and the words; a category's
-    entry is its best-matching pattern's, else the one whose words the text shares most. Confidence is the
-    calibrated probability of being right. With facts, remedies are exact for the target; with check's
-    findings too, the machine confirms or rules out hypotheses and the ranking follows (verify.py).
-    """
+    """Ranked explanations of a pasted error, best first (none for text with nothing of FlashAttention's world).
+    With facts, remedies are exact for the target; with check's findings too, verdicts reweigh the answers."""
     if limit <= 0 or not text:
         return []
     f = featurise(normalise(text))
     if not f.relevant:
         return []
-    model = stored()
-    ranked = model.rank(f.patterns, f.evidence, f.words)
+    ranked = stored().rank(f.patterns, f.evidence, f.words)
     support = {r.category: r.support for r in ranked}
     confidences = {r.category: r.confidence for r in ranked}
     said: dict[str, Verdict] = {}
@@ -81,7 +59,7 @@ def explain(
                 category=entry.category,
                 title=entry.title,
                 cause=entry.cause,
-                remedies=build(entry, extracted, facts),
+                remedies=_remedies(entry, extracted, facts),
                 confidence=round(confidence, 3),
                 extracted=extracted,
                 confirm_with=entry.confirm_with,
@@ -100,75 +78,179 @@ def _entry_for(category: str, evidence: Mapping[str, str], words: Sequence[str])
     shares most (file order breaks ties)."""
     entries = [e for e in load() if e.category == category]
     named = {ENTRY_HINTS[x] for x in evidence if x in ENTRY_HINTS}
-    for e in entries:
-        if e.id in named:
-            return e
+    if hinted := next((e for e in entries if e.id in named), None):
+        return hinted
     have = {w[4:] for w in words}
     return max(entries, key=lambda e: (len(_words(e) & have), -entries.index(e)))
 
 
 @cache
 def _words(entry: Entry) -> frozenset[str]:
-    return frozenset(w for p in entry.patterns for lit in (p.find, *p.also) for w in _WORD.findall(lit))
+    return frozenset(w for p in entry.patterns for lit in (p.find, *p.also) for w in WORD.findall(lit))
 
 
-def markdown() -> str:
-    """docs/errors.md: every entry of the knowledge base (tests keep the file equal to this)."""
-    lines = [
-        "# Error reports `fa-doctor explain` recognises",
-        "",
-        "Generated from `fa_doctor/knowledge/errors.json` (regenerate with",
-        "`python -c \"from fa_doctor.knowledge import markdown; print(markdown(), end='')\" > docs/errors.md`).",
-        "Each entry: its id, what it looks like, the cause, what to do, and the `fa-doctor check` findings",
-        "that would confirm it on the machine.",
-        "",
-        "## How explain ranks",
-        "",
-        "Every category is weighed, not only those a pattern below matches: a model fitted on every labelled real",
-        "report of `tests/explain_cases/`, `tests/explain_reports/`, `tests/explain_dev/` and `tests/explain_heldout/`",
-        "(`fa_doctor/knowledge/model.json`, written by `benchmarks/explain_fit.py`) adds up the best pattern score of",
-        "each category, evidence rules (`fa_doctor/knowledge/evidence.py`: head dims, capabilities, compiler and",
-        "linker messages, frames' packages, version requirements, ...), the structure of the report",
-        "(`fa_doctor/knowledge/structure.py`: whose symbol is missing and which library asked for it, whether the",
-        "module Python could not import is FlashAttention's own or a dependency deeper in the chain, the GPU's",
-        "generation, a container or a GPU the process cannot see, a dispatcher's reason list) and the paste's words.",
-        "A category no pattern matched is worded by the entry its evidence names. Text with nothing of",
-        "FlashAttention's world in it gets no answer.",
-        "",
-        "Confidence is the probability of being right: a logistic model, fitted on reports of repositories the",
-        "counts did not see, reads how the evidence agrees (the margin, the pattern behind the first category and",
-        "any pattern against it, whether the evidence without patterns agrees, how many rules support it). A first",
-        "answer below 50% is labelled a guess (one that nothing but words chose is at most 35%); the rest of the",
-        "probability is shared by the other categories, and those below 5% are labelled unlikely. With `--python`,",
-        "check's checks run on the target and each hypothesis the machine confirms or rules out says so; the",
-        "ranking follows.",
-        "",
-        "Measured leave-one-repository-out (`python benchmarks/explain_loro.py`): the counts, the weights and the",
-        "confidence model are fitted without the held-out repository. Hand-written and the same in every fold: the",
-        "patterns below, the evidence and structure rules and their category hints, the thresholds; some were",
-        "written after reading reports of `tests/explain_reports/` and `tests/explain_dev/` (see `git log` of",
-        "`fa_doctor/knowledge/`); `tests/explain_heldout/` was collected and labelled after they were frozen",
-        "(its MANIFEST.json). The figures and the calibration table are in docs/testing.md.",
-    ]
-    for category in CATEGORIES:
-        entries = [e for e in load() if e.category == category]
-        if not entries:
-            continue
-        lines += ["", f"## {category}"]
-        for e in entries:
-            lines += ["", f"### `{e.id}`: {e.title}", "", e.cause, ""]
-            shows = [p.find for p in e.patterns if p.find] + [
-                f"{p.field} in {', '.join(p.values)}" for p in e.patterns if p.field
-            ]
-            lines.append("Recognised by: " + "; ".join(f"`{s}`" for s in dict.fromkeys(shows)))
-            lines.append("")
-            for r in e.remedies:
-                lines.append(f"- {r.text}")
-                lines.extend(f"  - `{c}`" for c in remedy_lines(r))
-                if r.intent is not None:
-                    lines.append(f"  - the install fa-doctor plans for the target: {describe(r.intent)}")
-            if e.confirm_with:
-                lines += ["", "Confirm with: " + ", ".join(f"`{c}`" for c in e.confirm_with)]
-            if e.links:
-                lines += ["", "Reports: " + ", ".join(e.links)]
-    return "\n".join(lines) + "\n"
+_GPU_ARCH = "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv"
+
+
+def _remedies(entry: Entry, extracted: Mapping[str, str], facts: Facts | None) -> tuple[Remedy, ...]:
+    """Facts-dependent remedies first (exact wheel, this machine's glibc/GPU), then the entry's general ones.
+    Installs are intents, written by the planner: exact for the target with facts, and without them only the
+    `fa-doctor check --python` that would write them (no torch to hold, so no install is printed)."""
+    from fa_doctor.diagnose.plan.planner import unique
+
+    exact = _exact(entry, extracted, facts) if facts is not None else ()
+    return tuple(unique([*exact, *(r for remedy in entry.remedies for r in _general(remedy, facts))]))
+
+
+_SHELL_SYNTAX = ("|", ">", "<", ";", "&&", "$(", "`", "cd ")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _general(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
+    """An entry's remedy for the target: its intent planned, its plain commands as RunCommand actions (so
+    `explain` prints what `check` would, quoted the same way); a command that needs the shell stays text."""
+    from fa_doctor.diagnose.plan.planner import expand
+
+    python = facts.target.executable if facts is not None else None
+    quoted = shlex.quote(python) if python else "python"
+    text = remedy.text.replace("{python}", quoted)
+    if remedy.intent is not None:
+        return expand(Remedy(text, remedy.commands, intent=remedy.intent), facts)
+    actions = tuple(_action(c, python) for c in remedy.commands)
+    if remedy.commands and all(a is not None for a in actions):
+        return (Remedy(text, (), tuple(a for a in actions if a is not None)),)
+    return (Remedy(text, tuple(c.replace("{python}", quoted) for c in remedy.commands)),)
+
+
+def _action(command: str, python: str | None) -> Action | None:
+    if any(op in command for op in _SHELL_SYNTAX):
+        return None
+    words = shlex.split(command)
+    if not words or _ASSIGNMENT.match(words[0]):
+        return None  # RunCommand carries no environment: the text says it
+    return RunCommand(tuple((python or "python") if w == "{python}" else w for w in words))
+
+
+def _exact(entry: Entry, extracted: Mapping[str, str], facts: Facts) -> tuple[Remedy, ...]:
+    out: list[Remedy] = []
+    torch = facts.torch
+    if entry.category == "abi-mismatch" and torch is not None and torch.version:
+        abi = {True: "TRUE", False: "FALSE", None: "unknown"}[torch.cxx11_abi]
+        built = [f"; the paste names {extracted['wheel']}"] if extracted.get("wheel") else []
+        if extracted.get("abi") == "cxx11":
+            built.append("; the missing symbol is a std::string of the other C++ ABI")
+        runs = f"The target runs torch {torch.version} (CUDA {torch.cuda or 'none'}, cxx11abi{abi})" + "".join(built)
+        probe = "import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)"
+        command = f'{shlex.quote(facts.target.executable)} -c "{probe}"'
+        out.append(Remedy(runs + ": the extension must be built for exactly this torch and ABI.", (command,)))
+    if entry.category == "glibc" and facts.target.libc:
+        need = extracted.get("glibc_requires", "a newer version")
+        out.append(Remedy(f"This system has {facts.target.libc}; the binary needs {need}.", ("ldd --version",)))
+    if entry.category in ("arch-unsupported", "fa3-unavailable") and facts.capabilities:
+        caps = ", ".join(f"{a}.{b}" for a, b in facts.capabilities)
+        out.append(Remedy(f"The target's GPUs have compute capability {caps}.", (_GPU_ARCH,)))
+    if entry.reinstall:
+        from fa_doctor.diagnose.plan.planner import expand
+        from fa_doctor.model.intents import Install
+
+        out.extend(expand(Remedy("", intent=Install(entry.reinstall)), facts))
+    return tuple(out)
+
+
+# What this machine says about each hypothesis, from the target's facts and check's findings: a verdict multiplies
+# the model's probability by a hand-set likelihood ratio (docs/explain.md).
+CONFIRMED, RULED_OUT = "confirmed", "ruled out"
+LIKELIHOOD = {CONFIRMED: 4.0, RULED_OUT: 0.25}
+
+# category -> check findings that, failing (or warning), confirm it on this machine.
+_CONFIRMED_BY: dict[str, tuple[str, ...]] = {
+    "abi-mismatch": ("binary.undefined_symbol",),
+    "arch-unsupported": ("gpu.unsupported", "binary.no_kernel_image"),
+    "glibc": ("binary.glibc",),
+    "cuda-runtime": ("binary.cudart_mismatch",),
+    "no-gpu": ("gpu.none", "torch.cpu_build"),
+    "missing-module": ("package.none", "package.broken", "package.shadowed", "torch.missing"),
+    "selection-override": ("override.invalid", "override.unavailable", "selection.unavailable", "knob.invalid"),
+    "fa3-unavailable": ("override.unavailable", "selection.unavailable"),
+    "api-mismatch": ("package.conflict",),
+}
+
+# Findings that state a fact of the machine whatever their severity (a missing GPU is info without the kernel test).
+_FACTS = frozenset(["gpu.none", "torch.cpu_build"])
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    state: str  # CONFIRMED or RULED_OUT
+    reason: str
+    findings: tuple[str, ...] = ()  # check's finding ids behind it
+
+
+def verdicts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
+    """category -> what this machine says about it (categories it says nothing about are absent)."""
+    bad: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.severity in (Severity.FAIL, Severity.WARN) or (f.id in _FACTS and f.severity is Severity.INFO):
+            bad.setdefault(f.id, []).append(f)
+    out: dict[str, Verdict] = {}
+    for category, ids in _CONFIRMED_BY.items():
+        if hit := [i for i in ids if i in bad]:
+            titles = "; ".join(bad[i][0].title for i in hit)
+            out[category] = Verdict(CONFIRMED, f"`fa-doctor check` finds it here: {titles}", tuple(hit))
+    requirement = [f for f in bad.get("package.requirement", []) if "torch" in f"{f.title} {f.detail}".lower()]
+    if requirement and "abi-mismatch" not in out:
+        out["abi-mismatch"] = Verdict(
+            CONFIRMED, f"torch differs from a build's pin: {requirement[0].title}", ("package.requirement",)
+        )
+    for category, verdict in _from_facts(facts, findings).items():
+        out.setdefault(category, verdict)
+    return out
+
+
+def _from_facts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
+    out: dict[str, Verdict] = {}
+    yes, no = partial(Verdict, CONFIRMED), partial(Verdict, RULED_OUT)
+    torch, caps = facts.torch, facts.capabilities
+    ids = {f.id for f in findings}
+    gpus = ", ".join(f"{d.name} ({d.capability[0]}.{d.capability[1]})" for d in facts.gpus.devices if d.capability)
+    if torch is not None and torch.hip:
+        out["rocm"] = yes(f"torch {torch.version} is a ROCm build (HIP {torch.hip})")
+    elif torch is not None and torch.cuda and facts.gpus.devices:
+        out["rocm"] = no(f"torch {torch.version} is a CUDA build and the GPUs are NVIDIA's ({gpus})")
+    if torch is not None and torch.cuda and facts.gpus.devices:
+        out["no-gpu"] = no(f"torch {torch.version} has CUDA {torch.cuda} and sees {gpus}")
+    if caps and all(c >= (8, 0) for c in caps) and "binary.archs" in ids:
+        out["arch-unsupported"] = no(
+            f"every GPU is Ampere or newer ({gpus}) and the installed extensions carry code for them"
+        )
+    if caps and all(c < (9, 0) for c in caps):
+        out["fa3-unavailable"] = yes(f"FlashAttention-3 needs a Hopper GPU (9.0); this machine has {gpus}")
+    if "binary.archs" in ids:  # the compiled extensions were read
+        if "binary.undefined_symbol" not in ids and torch is not None:
+            out["abi-mismatch"] = no(
+                f"every torch symbol the installed extensions need is exported by torch {torch.version}"
+            )
+        if "binary.glibc" not in ids:
+            out["glibc"] = no(f"the installed extensions' glibc/libstdc++ needs are met ({facts.target.libc})")
+    cuda = facts.gpus.cuda_driver_version
+    driver, runtime = _version(cuda), facts.torch_cuda
+    if driver and runtime and driver < runtime:
+        out["driver-too-old"] = yes(f"the driver supports CUDA {cuda}, torch is built for a newer CUDA")
+    elif driver and runtime:
+        out["driver-too-old"] = no(f"the driver supports CUDA {cuda}, enough for torch's CUDA")
+    return out
+
+
+def _version(text: str | None) -> tuple[int, int] | None:
+    parts = (text or "").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return None
+
+
+def reweigh(probabilities: Mapping[str, float], found: Mapping[str, Verdict]) -> dict[str, float]:
+    """The model's probabilities times each verdict's likelihood ratio, renormalised."""
+    raw = {c: p * (LIKELIHOOD[found[c].state] if c in found else 1.0) for c, p in probabilities.items()}
+    total = sum(raw.values()) or 1.0
+    return {c: p / total for c, p in raw.items()}

@@ -1,15 +1,12 @@
-"""The knowledge base's types, and loading errors.json with validation (once per process).
-
-errors.json is data shipped in the package: one entry per failure mode. A malformed entry raises
-KnowledgeError at load time; tests/test_explain_kb.py loads it, so a bad edit fails the tests, not a user's run.
-"""
+"""The knowledge base's types, and errors.json loaded and validated once per process (a malformed entry raises
+KnowledgeError, so a bad edit fails tests/test_explain_kb.py, not a user's run)."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
 from types import MappingProxyType
@@ -38,8 +35,18 @@ CATEGORIES = (
 )
 # The causes fa_doctor.smoke.classify names; each entry maps to one so `check` and `explain` share this table.
 SMOKE_CAUSES = CAUSES
-# Groups of variable parts an entry may ask for; extract.py fills them.
-EXTRACT_GROUPS = ("symbol", "library", "glibc", "module", "versions", "arch", "fa_impl_ver", "wheel", "backend")
+# Groups of variable parts an entry may ask for, and their keys; extract.py fills them.
+GROUP_KEYS: dict[str, tuple[str, ...]] = {
+    "symbol": ("symbol", "demangled", "symbol_kind", "symbol_version", "abi"),
+    "library": ("library",),
+    "glibc": ("glibc_requires", "glibc_version", "required_by"),
+    "module": ("module", "name"),
+    "versions": ("torch", "flash_attn", "cuda", "cuda_tag", "cxx11abi", "python", "driver"),
+    "arch": ("arch", "capability", "gpu"),
+    "fa_impl_ver": ("fa_impl_ver", "override"),
+    "wheel": ("wheel",),
+    "backend": ("backend", "override"),
+}
 # Fields a pattern may test instead of the text (computed from the raw, case-preserved paste).
 FIELDS = ("symbol_kind",)
 
@@ -53,13 +60,7 @@ class KnowledgeError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Pattern:
-    """One way a failure mode shows in a paste.
-
-    `find` is a lower-case literal that must occur (a fast substring search); `regex`, when given, must also
-    match within a bounded window around an occurrence (so no regex ever scans the whole paste). `also` needs
-    one of its literals anywhere in the paste; `unless` cancels the pattern when one of its literals occurs.
-    A `field` pattern tests a value computed from the paste (e.g. symbol_kind) instead of the text.
-    """
+    """One way a failure mode shows in a paste (the fields: docs/explain.md)."""
 
     weight: float
     find: str = ""
@@ -86,6 +87,9 @@ class Entry:
     reinstall: str = ""  # implementation key for facts-dependent commands (checks.remedies.reinstall)
 
 
+_ENTRY_KEYS = frozenset(f.name for f in fields(Entry))  # the keys an entry of errors.json may have
+
+
 @dataclass(frozen=True, slots=True)
 class Match:
     """One ranked explanation of a paste."""
@@ -108,21 +112,9 @@ class Match:
         object.__setattr__(self, "extracted", MappingProxyType(dict(self.extracted)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "category": self.category,
-            "title": self.title,
-            "cause": self.cause,
-            "remedies": [remedy_dict(r) for r in self.remedies],
-            "confidence": self.confidence,
-            "extracted": dict(self.extracted),
-            "confirm_with": list(self.confirm_with),
-            "links": list(self.links),
-            "reasons": list(self.reasons),
-            "standing": self.standing,
-            "verdict": self.verdict,
-            "verdict_reason": self.verdict_reason,
-        }
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out.update(remedies=[remedy_dict(r) for r in self.remedies], extracted=dict(self.extracted))
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
 @lru_cache(maxsize=1)
@@ -133,91 +125,69 @@ def load() -> tuple[Entry, ...]:
 
 
 def parse(doc: Any) -> tuple[Entry, ...]:
-    if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(doc.get("entries"), list):
-        raise KnowledgeError("errors.json must be {'version': 1, 'entries': [...]}")
+    ok = isinstance(doc, dict) and doc.get("version") == 1 and isinstance(doc.get("entries"), list)
+    _require(ok, "errors.json must be {'version': 1, 'entries': [...]}")
     entries = tuple(_entry(e) for e in doc["entries"])
-    seen: set[str] = set()
-    for e in entries:
-        if e.id in seen:
-            raise KnowledgeError(f"duplicate id {e.id}")
-        seen.add(e.id)
+    ids = [e.id for e in entries]
+    for eid in ids:
+        _require(ids.count(eid) == 1, f"duplicate id {eid}")
     return entries
+
+
+def _require(ok: object, message: str) -> None:
+    if not ok:
+        raise KnowledgeError(message)
 
 
 def _entry(e: Any) -> Entry:
     if not isinstance(e, dict):
         raise KnowledgeError(f"entry is not an object: {e!r:.80}")
-    known = {"id", "category", "title", "cause", "patterns", "remedies", "links", "confirm_with", "extract"}
-    known |= {"smoke_cause", "reinstall"}
     eid = _str(e, "id")
-    if unknown := set(e) - known:
-        raise KnowledgeError(f"{eid}: unknown keys {sorted(unknown)}")
-    if not _ID.match(eid):
-        raise KnowledgeError(f"{eid}: id must be dotted lower-case")
+    _require(not set(e) - _ENTRY_KEYS, f"{eid}: unknown keys {sorted(set(e) - _ENTRY_KEYS)}")
+    _require(_ID.match(eid), f"{eid}: id must be dotted lower-case")
     category = _str(e, "category")
-    if category not in CATEGORIES:
-        raise KnowledgeError(f"{eid}: unknown category {category}")
+    _require(category in CATEGORIES, f"{eid}: unknown category {category}")
     smoke = e.get("smoke_cause", "unknown")
-    if smoke not in SMOKE_CAUSES:
-        raise KnowledgeError(f"{eid}: unknown smoke_cause {smoke}")
+    _require(smoke in SMOKE_CAUSES, f"{eid}: unknown smoke_cause {smoke}")
     patterns = tuple(_pattern(eid, p) for p in _list(e, "patterns"))
     remedies = tuple(_remedy(eid, r) for r in _list(e, "remedies"))
-    if not patterns or not remedies:
-        raise KnowledgeError(f"{eid}: needs at least one pattern and one remedy")
+    _require(patterns and remedies, f"{eid}: needs at least one pattern and one remedy")
     links = tuple(_strs(e, "links"))
-    if any(not link.startswith("https://") for link in links):
-        raise KnowledgeError(f"{eid}: links must be https URLs")
+    _require(all(link.startswith("https://") for link in links), f"{eid}: links must be https URLs")
     confirm = tuple(_strs(e, "confirm_with"))
-    if any(not _FINDING.match(c) for c in confirm):
-        raise KnowledgeError(f"{eid}: confirm_with holds finding ids such as package.broken")
+    _require(all(map(_FINDING.match, confirm)), f"{eid}: confirm_with holds finding ids such as package.broken")
     extract = tuple(_strs(e, "extract"))
-    if bad := set(extract) - set(EXTRACT_GROUPS):
-        raise KnowledgeError(f"{eid}: unknown extract groups {sorted(bad)}")
-    return Entry(
-        id=eid,
-        category=category,
-        title=_str(e, "title"),
-        cause=_str(e, "cause"),
-        patterns=patterns,
-        remedies=remedies,
-        links=links,
-        confirm_with=confirm,
-        extract=extract,
-        smoke_cause=smoke,
-        reinstall=str(e.get("reinstall", "")),
-    )
+    _require(set(extract) <= set(GROUP_KEYS), f"{eid}: unknown extract groups {sorted(set(extract) - set(GROUP_KEYS))}")
+    title, cause, reinstall = _str(e, "title"), _str(e, "cause"), str(e.get("reinstall", ""))
+    return Entry(eid, category, title, cause, patterns, remedies, links, confirm, extract, smoke, reinstall)
 
 
 def _pattern(eid: str, p: Any) -> Pattern:
     if not isinstance(p, dict) or set(p) - {"find", "re", "also", "unless", "weight", "field", "in", "label"}:
         raise KnowledgeError(f"{eid}: bad pattern {p!r:.80}")
-    weight = p.get("weight")
-    if not isinstance(weight, (int, float)) or not 0 < weight < 1:
-        raise KnowledgeError(f"{eid}: pattern weight must be in (0, 1)")
+    weight: Any = p.get("weight")
+    _require(isinstance(weight, (int, float)) and 0 < weight < 1, f"{eid}: pattern weight must be in (0, 1)")
     if "field" in p:
-        if p["field"] not in FIELDS or not _strs(p, "in") or "find" in p:
-            raise KnowledgeError(f"{eid}: field patterns need a known field and 'in' values, and no 'find'")
-        return Pattern(weight=float(weight), field=p["field"], values=tuple(_strs(p, "in")))
+        ok = p["field"] in FIELDS and _strs(p, "in") and "find" not in p
+        _require(ok, f"{eid}: field patterns need a known field and 'in' values, and no 'find'")
+        return Pattern(float(weight), field=p["field"], values=tuple(_strs(p, "in")))
     find = _str(p, "find")
     also, unless = tuple(_strs(p, "also")), tuple(_strs(p, "unless"))
-    if any(s != s.lower() or s != s.strip() or not s for s in (find, *also, *unless)):
-        raise KnowledgeError(f"{eid}: literals must be lower-case, trimmed and non-empty: {find!r}")
-    regex = None
-    if "re" in p:
-        try:
-            regex = re.compile(_str(p, "re"))
-        except re.error as exc:
-            raise KnowledgeError(f"{eid}: bad regex {p['re']!r}: {exc}") from exc
-    label = _str(p, "label") if "label" in p else ""
-    return Pattern(weight=float(weight), find=find, regex=regex, also=also, unless=unless, label=label)
+    ok = all(s == s.lower() and s == s.strip() and s for s in (find, *also, *unless))
+    _require(ok, f"{eid}: literals must be lower-case, trimmed and non-empty: {find!r}")
+    try:
+        regex = re.compile(_str(p, "re")) if "re" in p else None
+    except re.error as exc:
+        raise KnowledgeError(f"{eid}: bad regex {p['re']!r}: {exc}") from exc
+    return Pattern(float(weight), find, regex, also, unless, label=_str(p, "label") if "label" in p else "")
 
 
 def _remedy(eid: str, r: Any) -> Remedy:
     if not isinstance(r, dict) or set(r) - {"text", "commands", "intent"}:
         raise KnowledgeError(f"{eid}: bad remedy {r!r:.80}")
     commands = tuple(_strs(r, "commands"))
-    if any(not _local_build(c) for c in commands if "pip install" in c):
-        raise KnowledgeError(f"{eid}: installs are intents (the planner writes them), not commands")
+    ok = all(_local_build(c) for c in commands if "pip install" in c)
+    _require(ok, f"{eid}: installs are intents (the planner writes them), not commands")
     return Remedy(_str(r, "text"), commands, intent=_intent(eid, r["intent"]) if "intent" in r else None)
 
 
@@ -243,20 +213,17 @@ def _intent(eid: str, d: Any) -> Intent:
 
 def _str(d: dict[str, Any], key: str) -> str:
     v = d.get(key)
-    if not isinstance(v, str) or not v.strip():
-        raise KnowledgeError(f"{d.get('id', '?')}: '{key}' must be a non-empty string")
-    return v
+    _require(isinstance(v, str) and v.strip(), f"{d.get('id', '?')}: '{key}' must be a non-empty string")
+    return str(v)
 
 
 def _list(d: dict[str, Any], key: str) -> list[Any]:
     v = d.get(key, [])
-    if not isinstance(v, list):
-        raise KnowledgeError(f"{d.get('id', '?')}: '{key}' must be a list")
-    return v
+    _require(isinstance(v, list), f"{d.get('id', '?')}: '{key}' must be a list")
+    return list(v)
 
 
 def _strs(d: dict[str, Any], key: str) -> list[str]:
     v = _list(d, key)
-    if any(not isinstance(s, str) or not s for s in v):
-        raise KnowledgeError(f"{d.get('id', '?')}: '{key}' must hold non-empty strings")
+    _require(all(isinstance(s, str) and s for s in v), f"{d.get('id', '?')}: '{key}' must hold non-empty strings")
     return v

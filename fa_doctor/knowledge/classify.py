@@ -1,9 +1,5 @@
-"""fa_doctor.smoke.classify's contract, answered from the knowledge base (a drop-in replacement).
-
-The table (errors.json) decides which failure mode a text is; this module only words the answer the way the
-smoke classifier does (its summaries and evidence keys, pinned by tests/test_smoke_classify.py). To swap it in,
-make fa_doctor/smoke/classify.py re-export `classify` from here and keep ImportProblem, CAUSES and demangle.
-"""
+"""fa_doctor.smoke.classify's contract answered from the knowledge base: the table decides the failure mode, this
+module words it as the smoke classifier does (summaries and evidence keys pinned by tests/test_smoke_classify.py)."""
 
 from __future__ import annotations
 
@@ -52,23 +48,17 @@ def _worded(cause: str, hit: Hit, v: Mapping[str, str]) -> tuple[str, dict[str, 
         ev: dict[str, object] = {"symbol": sym, "abi": abi}
         if abi == "cxx11":
             ev["extension_cxx11abi"] = "__cxx11" in sym
-        if "library_path" in v:
-            ev["library"] = v["library_path"]
+        ev |= _renamed(v, library_path="library")
         if (demangled := demangle(sym)) is not None:
             ev["demangled"] = demangled
         return _ABI[abi], ev
     if cause == "glibc" and "glibc_requires" in v:
         kind = v["glibc_kind"]
         ev = {"requires": v["glibc_requires"], "kind": kind, "version": v["glibc_version"]}
-        if "library_path" in v:
-            ev["library"] = v["library_path"]
-        if "required_by" in v:
-            ev["required_by"] = v["required_by"]
+        ev |= _renamed(v, library_path="library", required_by="required_by")
         what = "glibc" if kind == "glibc" else "libstdc++"
-        return (
-            f"The compiled extension needs {what} {v['glibc_version']} or newer, which this system does not have.",
-            ev,
-        )
+        summary = f"The compiled extension needs {what} {v['glibc_version']} or newer, which this system does not have."
+        return summary, ev
     if cause == "cuda_runtime" and "library" in v:
         lib = v["library"]
         if lib.startswith("libcuda."):
@@ -77,9 +67,8 @@ def _worded(cause: str, hit: Hit, v: Mapping[str, str]) -> tuple[str, dict[str, 
         if major.isdigit() and lib.startswith(_CUDA_MAJOR_LIBS):
             summary = f"The build needs the CUDA {major} runtime ({lib}), which is not installed where it can be found."
             return summary, {"library": lib, "cuda_major": int(major)}
-        return f"The build needs the CUDA library {lib}, which is not installed where it can be found.", {
-            "library": lib
-        }
+        summary = f"The build needs the CUDA library {lib}, which is not installed where it can be found."
+        return summary, {"library": lib}
     if cause == "cute_dsl_missing" and "module" in v:
         mod = v["module"]
         return f"FA4's CuTe DSL runtime is missing or incomplete: Python cannot import '{mod}'.", {"module": mod}
@@ -90,8 +79,11 @@ def _worded(cause: str, hit: Hit, v: Mapping[str, str]) -> tuple[str, dict[str, 
             return summary, {"module": mod, "name": v["name"]}
         return f"Python cannot find the module '{mod}' in the target interpreter.", {"module": mod}
     # A cause the table names without the values its wording needs: the entry's own title says it.
-    ev = {"matched": hit.pattern.label} if hit.pattern.label else {}
-    if "symbol" in v and not ev:
-        ev = {"symbol": v["symbol"]}
+    ev = {"matched": hit.pattern.label} if hit.pattern.label else {"symbol": v["symbol"]} if "symbol" in v else {}
     summary = _FIXED.get(cause, hit.entry.title)
     return summary if summary.endswith(".") else summary + ".", ev
+
+
+def _renamed(v: Mapping[str, str], **keys: str) -> dict[str, object]:
+    """The values of v present under keys' names, each under its new name (evidence keys)."""
+    return {new: v[old] for old, new in keys.items() if old in v}

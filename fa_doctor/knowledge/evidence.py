@@ -1,79 +1,25 @@
-"""The evidence in a paste, as named features with the reason each one is shown to the user.
-
-Rules here name *what the text shows* (a head dim above 256, a compiler's unknown-switch message, frames in
-xformers, a missing `torch` inside a build), never a category: which category a piece of evidence points to is
-counted from the labelled corpus (fa_doctor/knowledge/model.json, fitted by benchmarks/explain_fit.py).
-Words of the paste are features too (`tok:`), so evidence no rule names still counts.
-
-Cost is bounded like match.py's: literals with str's substring search, regexes in windows around a literal,
-and the few whole-text scans (words, exception names, frames) on the already-bounded analysed text.
-"""
+"""The evidence in a paste: named features (what the text shows and the report's structure, never a category),
+each with the reason shown to the user; where each usually points (HINTS) is in docs/explain.md."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
-import fa_doctor.knowledge.structure as structure
 from fa_doctor.catalog import names
-from fa_doctor.knowledge.extract import windows
+from fa_doctor.knowledge.extract import CUDA_LIBS, first, windows
 
 _R = re.compile
 MAX_TOKENS = 600  # distinct words kept of one paste (the last ones: the final error is at the end)
-_WORD = _R(r"[a-z][a-z0-9_]{2,39}")
+WORD = _R(r"[a-z][a-z0-9_]{2,39}")
 _STOP = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "with",
-        "from",
-        "that",
-        "this",
-        "not",
-        "are",
-        "was",
-        "were",
-        "but",
-        "you",
-        "your",
-        "have",
-        "has",
-        "had",
-        "can",
-        "will",
-        "line",
-        "file",
-        "none",
-        "self",
-        "return",
-        "true",
-        "false",
-        "lib",
-        "python3",
-        "site",
-        "packages",
-        "dist",
-        "home",
-        "usr",
-        "local",
-        "envs",
-        "bin",
-        "anaconda3",
-        "miniconda3",
-        "conda",
-        "venv",
-        "def",
-        "args",
-        "kwargs",
-        "call",
-        "main",
-        "raise",
-        "error",
-        "traceback",
-        "most",
-        "recent",
-        "last",
+    [  # English, tracebacks', paths' words
+        *("the", "and", "for", "with", "from", "that", "this", "not", "are", "was", "were", "but", "you", "your"),
+        *("have", "has", "had", "can", "will", "most", "recent", "last"),
+        *("line", "file", "none", "self", "return", "true", "false", "def", "args", "kwargs", "call", "main"),
+        *("raise", "error", "traceback"),
+        *("lib", "python3", "site", "packages", "dist", "home", "usr", "local", "envs", "bin", "anaconda3"),
+        *("miniconda3", "conda", "venv"),
     ]
 )
 # Words that make a paste about FlashAttention's world at all; without one of them (or a rule's evidence),
@@ -87,6 +33,8 @@ _RELEVANT = (
 _CAP_PAIR = _R(r"capability[^0-9]{0,20}(\d{1,2})[ .,]{1,2}(\d)\b|found \((\d{1,2}), ?(\d)\)|\bsm_?(\d{2,3})[af]?\b")
 # The GPU's own capability, where a message states both a requirement and what the GPU has.
 _OWN_CAP = _R(r"(?:gpu|device) has (?:compute )?capability \(?(\d{1,2})[ .,]{1,2}(\d)")
+_CAP_SPOTS = (("capability", 0, 40), ("found (", 0, 12), ("sm", 2, 8))  # (anchor, before, after)
+_HEAD_SPOTS = (("head", 0, 60), ("hdim", 0, 12), ("shape[-1]", 0, 60))
 _HEADDIM = _R(
     r"head[ _-]?(?:dim(?:ension)?s?|size)\b[^0-9\n]{0,40}?(\d{1,4})|\bhdim ?(\d{1,4})"
     r"|shape\[-1\]\)? ?(?:>|!=|==|=|is) ?(\d{1,4})"  # xformers names the head dim query.shape[-1]
@@ -104,22 +52,8 @@ _VERSION_NEED = _R(
     r" ?v?\d+\.\d+|versions? (?:is|are|must be|should be)? ?(?:>=|<=|>|<|between|at least|at most)"
 )
 _GPU_OLD = _R(r"\b(?:v100s?|t4|p100|p40|k80|m40|1080(?: ti)?|2080(?: ti)?|20[67]0|1660|titan (?:v|x|rtx)|quadro)\b")
-_GPU_OLD_ANCHORS = (
-    "v100",
-    "t4",
-    "p100",
-    "p40",
-    "k80",
-    "m40",
-    "1080",
-    "2080",
-    "2060",
-    "2070",
-    "1660",
-    "titan",
-    "quadro",
-)
-_GPU_NEW_ANCHORS = ("50", "b200", "b100", "b300", "gb200", "gb10", "rtx pro", "spark", "thor")
+_OLD_ANCHORS = ("v100", "t4", "p100", "p40", "k80", "m40", "1080", "2080", "2060", "2070", "1660", "titan", "quadro")
+_NEW_ANCHORS = ("50", "b200", "b100", "b300", "gb200", "gb10", "rtx pro", "spark", "thor")
 _TAIL = 32_000
 _GPU_NEW = _R(r"\b(?:rtx ?50[5-9]0|b200|b100|b300|gb200|gb10|rtx pro 6000|dgx spark|thor)\b")
 
@@ -218,95 +152,213 @@ RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 
+_TORCH_LIBS = ("libtorch", "libc10", "libshm", "libcaffe2")
+_ROCM_LIBS = ("libamdhip", "libhip", "librocm", "libhsa", "librccl", "libmiopen", "librocblas")
+_FA_FILES = ("flash_attn", "flashattn", "_vllm_fa", "flash_ops", "libflash")
+_SERVER_FILES = ("common_ops", "_c.abi3", "_moe_c", "_c.cpython", "sgl_kernel", "vllm")
+
+_FA_MODULES = frozenset(
+    ["flash_attn", "flash_attn_2_cuda", "flash_attn_cuda", "flash_attn_gpu", "flash_attn_interface", "flash_attn_3",
+     "flash_attn_3_cuda", "flashattn_hopper_cuda", "vllm_flash_attn", "flash_attn_v100", "flash_attn_4", "hopper",
+     "flash_attn_triton", "flash_attn_cute"]
+)  # fmt: skip
+_FA_OPTIONAL = frozenset(
+    ["rotary_emb", "dropout_layer_norm", "fused_dense_lib", "xentropy_cuda_lib", "fused_softmax_lib", "ft_attention"]
+)
+_DSL_MODULES = frozenset(["cutlass", "nvidia_cutlass_dsl", "tvm_ffi", "quack", "cuda"])
+_SERVER_MODULES = frozenset(["sgl_kernel", "_vllm_fa2_c", "_vllm_fa3_c", "vllm_c", "_c", "_moe_c"])
+_BUILD_MODULES = frozenset(["packaging", "psutil", "ninja", "wheel", "setuptools", "pybind11", "cmake"])
+# What kind of module Python could not import (vllm._C and sglang._kernels read as "_c": a server's extension).
+_MODULE_KINDS = (
+    (_FA_MODULES, "fa", "FlashAttention's own module"),
+    (_FA_OPTIONAL, "fa-optional", "an optional FlashAttention extension"),
+    (_DSL_MODULES, "dsl", "part of the CuTe DSL runtime"),
+    (_SERVER_MODULES, "server-ext", "a server's compiled extension"),
+    (frozenset(["torch"]), "torch", "torch"),
+    (_BUILD_MODULES, "build-dep", "a build tool"),
+)
+_DEPENDENCY = "a dependency, not FlashAttention itself"
+
+_GPU_HOPPER = _R(r"\b(?:h100|h800|h200|h20|gh200|hopper)\b")
+_GPU_AMPERE = _R(r"\b(?:a100|a800|a10g?|a30|a40|a6000|a5000|a4000|rtx ?(?:30[5-9]0|40[6-9]0)(?: ti)?|"
+                 r"(?:30|40)[6-9]0(?: ?ti)?|l4|l40s?|l20|ada)\b")  # fmt: skip
+_AMPERE_ANCHORS = ("a1", "a2", "a3", "a4", "a5", "a6", "a8", "30", "40", "l4", "l20", "ada")
+_GPU_AMD = _R(r"\b(?:mi[1-4]\d{2}x?|radeon|rx ?[5-9]\d{3}(?: xtx?)?|instinct|navi ?\d{1,2}|strix)\b")
+_DRIVER_FOUND = _R(r"(?:found version|driver version) ?\(?\d{4,5}\)?")
+_EMPTY_VISIBLE = _R(r"cuda_visible_devices ?[=:] ?(?:[\"']{2}|$|\s|-1\b|none\b)")
+_REFUSAL = ("only support", "not supported", "requires", "not available", "is unavailable", "unsupported",
+            "only be used", "not compatible", "cannot use")  # fmt: skip
+_FA3_WORDS = ("fa3", "flash_attn_3", "flashattention-3", "flashattention 3", "flash attention 3", "flashattention3",
+              "flashattentionhopper", "flash_attn_interface", "fav3", "flash-attn-3")  # fmt: skip
+_REASONS = "is not supported because"
+_UNBUILT = ("wasn't build with cuda", "wasn't built with cuda", "can't load c++")
+_FA3_GPU = ("hopper", "sm90", "sm_90", "sm 9", "9.0", "(9, 0)", "blackwell", "capability", "h100", "sm80", "sm>=")
+
+# The report's structure (docs/explain.md): rules as RULES's, then the functions below.
+SHAPES: tuple[Rule, ...] = (
+    ("container", ("docker", "oci runtime", "nvidia-container", "containerd", "podman", "kubernetes", "runc ",
+                   "--gpus", "runtime=nvidia", "--runtime nvidia", "compose up", "kubectl", "k8s"), None,
+     "the program runs in a container"),
+    ("gpu-not-visible", ("could not select device driver", "no platform detected", "unspecifiedplatform",
+                         "failed to infer device type", "initialize nvml", "no cuda gpus are available",
+                         "no cuda-capable device", "invalid device ordinal", "no supported device detected",
+                         "no devices were found", "nvidia-container-cli: initialization error",
+                         "device_count() == 0", "device count is 0", "found 0 gpus", "0 gpus available"), None,
+     "the process sees no GPU (none passed in, or hidden)"),
+    ("cuda-requirement", ("unsatisfied condition: cuda", "--require=cuda", "requirement error: unsatisfied"), None,
+     "the container asks for a newer CUDA than the host driver provides"),
+    ("xformers-unbuilt", ("wasn't build with cuda support", "wasn't built with cuda support",
+                          "can't load c++/cuda extensions", "xformers was built for"), None,
+     "xFormers' compiled operators are not usable with this torch"),
+    ("kernel-call", (".fwd(", "varlen_fwd(", "_flash_attn_forward", "fwd_kvcache(", "flash_attn_func(",
+                     "flash_attn_varlen_func(", "_flash_attn_backward", ".bwd("), None,
+     "the attention kernel was called (the import itself worked)"),
+)  # fmt: skip
+
+
+def _family(library: str) -> str:
+    name = library.replace("\\", "/").rsplit("/", 1)[-1].lower()
+    path = library.lower()
+    if name.startswith(CUDA_LIBS):
+        return "cuda"
+    if name.startswith(_TORCH_LIBS) or "/torch/lib/" in path.replace("\\", "/") or "torch/_c" in path:
+        return "torch"
+    if name.startswith(_ROCM_LIBS):
+        return "rocm"
+    if name.startswith(("libc.", "libstdc++", "libgcc", "libm.", "libpthread")):
+        return "system"
+    if name.startswith(_FA_FILES):
+        return "fa"
+    if name.startswith(_SERVER_FILES) or "/sgl_kernel/" in path or "/vllm/" in path:
+        return "server"
+    return "extension"
+
+
+def _symbol(found: Mapping[str, str], out: dict[str, str]) -> None:
+    if "symbol" not in found:
+        return
+    if lib := found.get("library_path"):
+        fam = _family(lib)
+        out["ev:symbol-in-" + fam] = f"the library asking for the symbol is {fam}'s ({found.get('library', lib)})"
+    if version := found.get("symbol_version"):
+        fam = _family(version)
+        out["ev:symbol-versioned-" + fam] = f"the missing symbol is versioned by {version} ({fam})"
+
+
+def _imports(found: Mapping[str, str], has: Callable[[str], bool], out: dict[str, str]) -> None:
+    module = found.get("module", "")
+    if not module or not (has("no module named") or has("no such module")):
+        return
+    parts = module.lower().split(".")
+    top = "_c" if parts[0] in ("vllm", "sglang") and len(parts) > 1 and parts[1].startswith("_") else parts[0]
+    kind, why = next(((k, w) for group, k, w in _MODULE_KINDS if top in group), ("dependency", _DEPENDENCY))
+    out["ev:missing-kind-" + kind] = f"the missing module '{module}' is {why}"
+
+
+def _hardware(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
+    for name, rx, anchors, what in (
+        ("gpu-hopper", _GPU_HOPPER, ("h100", "h800", "h200", "h20", "gh200", "hopper"), "a Hopper GPU"),
+        ("gpu-ampere", _GPU_AMPERE, _AMPERE_ANCHORS, "an Ampere or Ada GPU"),
+        ("gpu-amd", _GPU_AMD, ("mi1", "mi2", "mi3", "mi4", "radeon", "rx", "instinct", "navi", "strix"), "an AMD GPU"),
+    ):
+        if any(has(a) for a in anchors) and (m := rx.search(low)) is not None:
+            out["ev:" + name] = f"{what} ({m.group(0)}) is named"
+    if any(has(r) for r in _REFUSAL) and any(has(g) for g in _FA3_GPU):
+        for word in (w for w in _FA3_WORDS if has(w)):
+            for start, end in windows(low, word, 160, 200):
+                near = low[start:end]
+                after = start + near.find(word) + len(word)
+                if after < len(low) and low[after].isalnum():
+                    continue  # xFormers' operator fa3F is not FA3 itself refusing
+                if any(r in near for r in _REFUSAL) and any(g in near for g in _FA3_GPU):
+                    out["ev:fa3-refused"] = "FlashAttention-3 is refused for this GPU or install"
+                    return
+
+
+def _platform(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
+    if has("driver") and first(low, "driver", _DRIVER_FOUND, 0, 120):
+        out["ev:driver-cuda-found"] = "the driver's CUDA version is stated"
+    if has("cuda_visible_devices") and first(low, "cuda_visible_devices", _EMPTY_VISIBLE, 0, 30):
+        out["ev:visible-devices-empty"] = "CUDA_VISIBLE_DEVICES hides every GPU"
+    # A dispatcher's refusal list (xFormers: each operator and its reasons) where the library's compiled part did
+    # not load: that reason makes every operator refuse, whatever capability or dtype lines stand beside it.
+    if has(_REASONS) and any(has(u) for u in _UNBUILT):
+        out["ev:operators-unbuilt"] = "every operator is refused because the library's compiled part did not load"
+
+
 def _any(has: Callable[[str], bool], literals: tuple[str, ...]) -> str:
     return next((lit for lit in literals if has(lit)), "")
 
 
-def _bucket(major: int, minor: int) -> str:
-    if major < 8:
-        return "pre-ampere"
-    if major == 8:
-        return "ampere"
-    return "hopper" if major == 9 else "blackwell"
-
-
 def evidence(flat: str, low: str, found: Mapping[str, str], has: Callable[[str], bool]) -> dict[str, str]:
-    """Rule features ("ev:NAME") with their reasons; flat is the case-kept text, low its lower-case copy and
-    `found` extract()'s output."""
+    """Rule and structure features ("ev:NAME") with their reasons; flat is the case-kept text, low its lower-case
+    copy and `found` extract()'s output."""
     out: dict[str, str] = {}
-    for name, literals, rx, reason in RULES:
-        lit = _any(has, literals)
-        if not lit:
-            continue
-        if rx is not None and not any(rx.search(low, s, e) for s, e in windows(low, lit, 0, 120)):
-            continue
-        out["ev:" + name] = reason
+    _rules(RULES, low, has, out)
     _values(flat, low, found, has, out)
-    out.update(structure.structure(flat, low, found, has))
+    _rules(SHAPES, low, has, out)
+    _symbol(found, out)
+    _imports(found, has, out)
+    _hardware(low, has, out)
+    _platform(low, has, out)
     return out
+
+
+def _rules(rules: tuple[Rule, ...], low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
+    for name, literals, rx, reason in rules:
+        lit = _any(has, literals)
+        if lit and (rx is None or first(low, lit, rx, 0, 120)):
+            out["ev:" + name] = reason
 
 
 def _values(flat: str, low: str, found: Mapping[str, str], has: Callable[[str], bool], out: dict[str, str]) -> None:
     """Evidence that depends on a value: capabilities, head dims, symbols, modules, long paths."""
-    own = (m for s, e in windows(low, "capability", 30, 20) if (m := _OWN_CAP.search(low, s, e)) is not None)
-    first = next(own, None) if has("capability") else None
-    for start, end in ((first.start(), first.end()),) if first else _cap_windows(low, has):
-        m = first or _CAP_PAIR.search(low, start, end)
-        if m is None:
-            continue
+    m = first(low, "capability", _OWN_CAP, 30, 20) if has("capability") else None
+    if m is None:
+        near = (w for anchor, before, after in _CAP_SPOTS if has(anchor) for w in windows(low, anchor, before, after))
+        m = next(filter(None, (_CAP_PAIR.search(low, s, e) for s, e in near)), None)
+    if m is not None:
         if m.re is _OWN_CAP:
             major, minor = int(m.group(1)), int(m.group(2))
         elif m.group(5):
             major, minor = divmod(int(m.group(5)), 10)
         else:
             major, minor = int(m.group(1) or m.group(3)), int(m.group(2) or m.group(4))
-        bucket = _bucket(major, minor)
+        bucket = "pre-ampere" if major < 8 else {8: "ampere", 9: "hopper"}.get(major, "blackwell")
         out["ev:cap-" + bucket] = f"compute capability {major}.{minor} ({bucket}) is named"
-        break
     if has("capability"):
         out["ev:capability"] = "a compute capability is named"
-    if _any(has, _GPU_OLD_ANCHORS) and (m := _GPU_OLD.search(low)) is not None:
+    if _any(has, _OLD_ANCHORS) and (m := _GPU_OLD.search(low)) is not None:
         out["ev:gpu-pre-ampere"] = f"a GPU older than Ampere ({m.group(0)}) is named"
-    if _any(has, _GPU_NEW_ANCHORS) and (m := _GPU_NEW.search(low)) is not None:
+    if _any(has, _NEW_ANCHORS) and (m := _GPU_NEW.search(low)) is not None:
         out["ev:gpu-blackwell"] = f"a Blackwell GPU ({m.group(0)}) is named"
-    if has("head") or has("hdim") or has("shape[-1]"):
-        spots = (*windows(low, "head", 0, 60), *windows(low, "hdim", 0, 12), *windows(low, "shape[-1]", 0, 60))
-        for start, end in spots:
-            m = _HEADDIM.search(low, start, end)
-            if m is None:
-                continue
-            dim = int(m.group(1) or m.group(2) or m.group(3))
-            dims = [int(n) for n in _NUMBER.findall(low, m.start(), min(end + 40, len(low)))]
-            out["ev:headdim"] = f"head dimension {dim} is named"
-            if _LIMIT.search(low, max(0, m.start() - 60), min(end + 40, len(low))):
-                out["ev:headdim-limit"] = "a limit on the head dimension is stated"
-            if (biggest := max([dim, *dims])) > 256:
-                out["ev:headdim-over-256"] = f"a head dimension of {biggest} is above FlashAttention's 256"
-            elif dim % 8:
-                out["ev:headdim-odd"] = f"head dimension {dim} is not a multiple of 8"
-            break
+    spots = (w for anchor, before, after in _HEAD_SPOTS if has(anchor) for w in windows(low, anchor, before, after))
+    if named := next(((m, end) for start, end in spots if (m := _HEADDIM.search(low, start, end))), None):
+        m, end = named  # the head dimension's match and the end of its window
+        dim = int(m.group(1) or m.group(2) or m.group(3))
+        dims = [int(n) for n in _NUMBER.findall(low, m.start(), min(end + 40, len(low)))]
+        out["ev:headdim"] = f"head dimension {dim} is named"
+        if _LIMIT.search(low, max(0, m.start() - 60), min(end + 40, len(low))):
+            out["ev:headdim-limit"] = "a limit on the head dimension is stated"
+        if (biggest := max([dim, *dims])) > 256:
+            out["ev:headdim-over-256"] = f"a head dimension of {biggest} is above FlashAttention's 256"
+        elif dim % 8:
+            out["ev:headdim-odd"] = f"head dimension {dim} is not a multiple of 8"
     if kind := found.get("symbol_kind"):
         out["ev:symbol-" + kind] = f"an undefined {kind} symbol ({found.get('symbol', '')[:80]})"
     if module := found.get("module"):
-        top = module.split(".")[0].lower()
-        out["ev:missing-" + top] = f"the module '{module}' is missing"
+        out["ev:missing-" + module.split(".")[0].lower()] = f"the module '{module}' is missing"
         if "ev:build-wheel" in out or "ev:build-tool" in out:
             out["ev:missing-in-build"] = f"'{module}' is missing inside a build (pip's build isolation)"
     if lib := found.get("library"):
-        stem = lib.split(".so")[0].split(".")[0].lower()
-        out["ev:solib-" + stem] = f"the library {lib} cannot be loaded"
+        out["ev:solib-" + lib.split(".so")[0].split(".")[0].lower()] = f"the library {lib} cannot be loaded"
     if has("site-packages") or has("dist-packages"):
-        pkgs = list(dict.fromkeys(m.group(1) for m in _FRAME.finditer(low, max(0, len(low) - _TAIL))))
-        for pkg in pkgs[-6:]:
+        for pkg in list(dict.fromkeys(_FRAME.findall(low, max(0, len(low) - _TAIL))))[-6:]:
             out["ev:frame-" + pkg] = f"the traceback runs through {pkg}"
     tail = max(0, len(flat) - _TAIL)  # the final exception and the frames near it are at the end
-    excs = (
-        [m.group(1).rsplit(".", 1)[-1] for m in _EXC.finditer(flat, tail)]
-        if ("rror:" in flat or "ion:" in flat)
-        else []
-    )
-    if excs:
-        out["ev:exc-" + excs[-1].lower()] = f"the final exception is {excs[-1]}"
+    if ("rror:" in flat or "ion:" in flat) and (excs := _EXC.findall(flat, tail)):
+        exc = excs[-1].rsplit(".", 1)[-1]
+        out["ev:exc-" + exc.lower()] = f"the final exception is {exc}"
     if ("\\" in low or "/" in low) and max(map(len, low.split()), default=0) >= 200 and _LONG_PATH.search(low):
         out["ev:long-path"] = "a path is longer than 200 characters"
     if found.get("torch"):
@@ -315,49 +367,19 @@ def _values(flat: str, low: str, found: Mapping[str, str], has: Callable[[str], 
         out["ev:fa-version-" + fa[0]] = f"flash-attn {fa} is named"
 
 
-def _cap_windows(low: str, has: Callable[[str], bool]) -> Iterator[tuple[int, int]]:
-    for anchor, after in (("capability", 40), ("found (", 12), ("sm", 8)):
-        if has(anchor):
-            yield from windows(low, anchor, 2 if anchor == "sm" else 0, after)
-
-
 def tokens(low: str) -> list[str]:
     """Distinct words (3-40 characters, no stop words), the last MAX_TOKENS of them."""
-    words = dict.fromkeys(w for w in _WORD.findall(low) if w not in _STOP and not w.isdigit())
-    keys = list(words)
-    return keys[-MAX_TOKENS:]
+    return list(dict.fromkeys(w for w in WORD.findall(low) if w not in _STOP and not w.isdigit()))[-MAX_TOKENS:]
 
 
 # Evidence that by itself makes a paste about FlashAttention's world (a word of _RELEVANT does too).
+_STRONG_SHAPES = frozenset(["gpu-not-visible", "cuda-requirement", "xformers-unbuilt", "kernel-call", "fa3-refused"])
 _STRONG = frozenset(
     [
-        "compiler-flag",
-        "linker",
-        "long-path",
-        "unpack",
-        "headdim",
-        "headdim-over-256",
-        "cap-pre-ampere",
-        "cap-ampere",
-        "cap-hopper",
-        "cap-blackwell",
-        "gpu-pre-ampere",
-        "gpu-blackwell",
-        "glibc",
-        "rocm",
-        "gfx",
-        "no-kernel-image",
-        "kv-cache-dtype",
-        "cute-dsl",
-        "fa3",
-        "fa4",
-        "fa2-ext",
-        "built-for",
-        "dll",
-        "no-cuda",
-        "driver",
-        "cuda-error",
-        "cuda-lib",
+        *("compiler-flag", "linker", "long-path", "unpack", "headdim", "headdim-over-256", "built-for", "dll"),
+        *("cap-pre-ampere", "cap-ampere", "cap-hopper", "cap-blackwell", "gpu-pre-ampere", "gpu-blackwell"),
+        *("glibc", "rocm", "gfx", "no-kernel-image", "kv-cache-dtype", "cute-dsl", "fa3", "fa4", "fa2-ext"),
+        *("no-cuda", "driver", "cuda-error", "cuda-lib"),
     ]
 )
 
@@ -365,42 +387,45 @@ _STRONG = frozenset(
 def relevant(ev: Mapping[str, str], has: Callable[[str], bool]) -> bool:
     """Whether the paste is about FlashAttention's world at all (else the model names no category)."""
     names = {name[3:] for name in ev}
-    if names & (_STRONG | structure.STRONG) or any(n.startswith(("symbol-", "missing-", "solib-")) for n in names):
+    if names & (_STRONG | _STRONG_SHAPES) or any(n.startswith(("symbol-", "missing-", "solib-")) for n in names):
         return True
     return any(has(w) for w in _RELEVANT)
 
 
-# What each kind of evidence usually means, written from how the libraries fail (not counted from the corpus):
-# the model adds HINT_DOCS pseudo-reports of this category to the feature's counts, so evidence seen in few
-# reports still points somewhere sensible. The counted corpus can outweigh every hint.
+# Where each kind of evidence usually points, written from how the libraries fail (docs/explain.md).
 HINT_DOCS = 2
 HINTS: dict[str, str] = {
     **dict.fromkeys(
         ("ev:build-wheel", "ev:build-tool", "ev:compile-error", "ev:compiler-flag", "ev:linker", "ev:long-path",
-         "ev:network", "ev:no-wheel", "ev:source-tree", "ev:cuda-mismatch", "ev:missing-in-build", "ev:oom"),
+         "ev:network", "ev:no-wheel", "ev:source-tree", "ev:cuda-mismatch", "ev:missing-in-build", "ev:oom",
+         "ev:missing-kind-build-dep"),
         "build-failure",
     ),
     **dict.fromkeys(("ev:unpack", "ev:signature", "ev:version-requirement", "ev:cannot-import-name"), "api-mismatch"),
-    **dict.fromkeys(("ev:torch-cpu", "ev:no-cuda"), "no-gpu"),
-    **dict.fromkeys(("ev:driver", "ev:symbol-cuda-driver"), "driver-too-old"),
-    **dict.fromkeys(("ev:cuda-error", "ev:symbol-cuda-runtime", "ev:cuda-lib"), "cuda-runtime"),
+    **dict.fromkeys(("ev:torch-cpu", "ev:no-cuda", "ev:gpu-not-visible", "ev:visible-devices-empty"), "no-gpu"),
+    **dict.fromkeys(("ev:driver", "ev:symbol-cuda-driver", "ev:cuda-requirement", "ev:driver-cuda-found"),
+                    "driver-too-old"),
+    **dict.fromkeys(("ev:cuda-error", "ev:symbol-cuda-runtime", "ev:cuda-lib", "ev:symbol-in-cuda",
+                     "ev:symbol-versioned-cuda", "ev:symbol-cuda-library"), "cuda-runtime"),
     **dict.fromkeys(
         ("ev:no-kernel-image", "ev:cap-pre-ampere", "ev:gpu-pre-ampere", "ev:gpu-blackwell", "ev:cap-blackwell"),
         "arch-unsupported",
     ),
-    **dict.fromkeys(("ev:rocm", "ev:gfx"), "rocm"),
+    **dict.fromkeys(("ev:rocm", "ev:gfx", "ev:symbol-in-rocm", "ev:symbol-rocm", "ev:gpu-amd"), "rocm"),
     **dict.fromkeys(("ev:invalid-choice", "ev:backend"), "selection-override"),
-    **dict.fromkeys(("ev:cute-dsl", "ev:missing-cutlass"), "fa4-dsl"),
-    "ev:fa3": "fa3-unavailable",
+    **dict.fromkeys(("ev:cute-dsl", "ev:missing-cutlass", "ev:missing-kind-dsl"), "fa4-dsl"),
+    **dict.fromkeys(("ev:fa3", "ev:fa3-refused"), "fa3-unavailable"),
     **dict.fromkeys(
         ("ev:kv-cache-dtype", "ev:dtype", "ev:headdim", "ev:headdim-over-256", "ev:headdim-odd", "ev:dtype-fp32",
          "ev:headdim-limit"),
         "dtype-shape",
     ),
-    **dict.fromkeys(("ev:built-for", "ev:symbol-torch", "ev:symbol-torch-cxx11"), "abi-mismatch"),
-    "ev:glibc": "glibc",
-    **dict.fromkeys(("ev:missing-flash_attn", "ev:missing-flash_attn_2_cuda"), "missing-module"),
-    **structure.HINTS,
+    **dict.fromkeys(("ev:built-for", "ev:symbol-torch", "ev:symbol-torch-cxx11", "ev:symbol-in-torch",
+                     "ev:symbol-python", "ev:xformers-unbuilt", "ev:operators-unbuilt"), "abi-mismatch"),
+    **dict.fromkeys(("ev:glibc", "ev:symbol-cxx-runtime"), "glibc"),
+    **dict.fromkeys(("ev:missing-flash_attn", "ev:missing-flash_attn_2_cuda", "ev:missing-kind-fa",
+                     "ev:missing-kind-fa-optional", "ev:missing-kind-dependency", "ev:missing-kind-server-ext"),
+                    "missing-module"),
 }  # fmt: skip
 
 # The entry that words a category when no pattern of it matched, by the evidence that pointed there.
@@ -419,5 +444,11 @@ ENTRY_HINTS: dict[str, str] = {
     **dict.fromkeys(("ev:cap-blackwell", "ev:gpu-blackwell"), "arch.gpu-not-supported"),
     "ev:no-kernel-image": "arch.no-kernel-image",
     **dict.fromkeys(("ev:torch-cpu", "ev:no-cuda"), "nogpu.cpu-torch"),
-    **structure.ENTRY_HINTS,
+    **dict.fromkeys(("ev:gpu-not-visible", "ev:visible-devices-empty"), "nogpu.not-visible"),
+    **dict.fromkeys(("ev:cuda-requirement", "ev:driver-cuda-found"), "driver.insufficient"),
+    **dict.fromkeys(("ev:symbol-in-cuda", "ev:symbol-versioned-cuda"), "cuda.runtime-symbol"),
+    **dict.fromkeys(("ev:xformers-unbuilt", "ev:operators-unbuilt"), "abi.xformers-build"),
+    "ev:missing-kind-dependency": "missing.dependency",
+    "ev:missing-kind-fa-optional": "missing.optional-extension",
+    "ev:fa3-refused": "fa3.capability",
 }

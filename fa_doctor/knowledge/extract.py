@@ -1,8 +1,5 @@
-"""The variable parts of a paste: symbol, library, versions, arch, glibc, module, fa_impl_ver.
-
-Every search is anchored on a literal (str.find) and runs its regex in a bounded window around it, on the
-lower-cased text; values are then sliced from the case-preserving text at the same offsets.
-"""
+"""The variable parts of a paste (symbol, library, versions, arch, glibc, module, ...): each regex runs in a
+bounded window around a literal of the lower-cased text; values are sliced from the case-kept text."""
 
 from __future__ import annotations
 
@@ -10,21 +7,27 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from functools import lru_cache
 
-from fa_doctor.knowledge.base import EXTRACT_GROUPS
-
+_R = re.compile
 _MAX_HITS = 8  # occurrences of an anchor tried per extractor
-_DIGITS = frozenset("0123456789")
-_TORCH_NAMESPACE = re.compile(r"(?:^_Z|N|K)(?:3c10|2at|5torch|6caffe2)\d")
-_DRIVER_API = re.compile(r"cu[A-Z]")
-_RUNTIME_API = re.compile(r"cuda[A-Z]|__cuda")
-_CUDA_LIB_API = re.compile(
-    r"_{0,2}(?:cublas|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvjitlink|cupti|nvtx|cufile)", re.I
+# A name's length in a mangled symbol: digits after C/D/S/T/v are ctor, dtor, substitution, template and vector codes.
+_NAME_LENGTH = _R(r"(?<=[^CDSTv])[0-9]+")
+_TORCH_NAMESPACE = _R(r"(?:^_Z|N|K)(?:3c10|2at|5torch|6caffe2)\d")
+_STD_LIB = _R(r"_ZN?K?St|_ZSt|__cxa_|__gxx_")
+# Whose a plain C symbol is, by its start (the first that matches).
+_SYMBOL_KINDS = (
+    (_R(r"cu[A-Z]"), "cuda-driver"),
+    (_R(r"cuda[A-Z]|__cuda"), "cuda-runtime"),
+    (
+        _R(r"_{0,2}(?:cublas|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvjitlink|cupti|nvtx|cufile)", re.I),
+        "cuda-library",
+    ),
+    (_R(r"_{0,2}(?:hip[A-Z]|hsa_|roc[a-z]{2,}_|amd_comgr)"), "rocm"),
+    (_R(r"_?Py[A-Z][a-z]|_?Py_[A-Z]"), "python"),
+    (_STD_LIB, "cxx-runtime"),
 )
-_HIP_API = re.compile(r"_{0,2}(?:hip[A-Z]|hsa_|roc[a-z]{2,}_|amd_comgr)")
-_PYTHON_API = re.compile(r"_?Py[A-Z][a-z]|_?Py_[A-Z]")
-_STD_LIB = re.compile(r"_ZN?K?St|_ZSt|__cxa_|__gxx_")
 # Libraries whose symbols (or symbol versions) are the CUDA toolkit's: a mismatch among them is a CUDA runtime one.
 CUDA_LIBS = ("libcudart", "libcublas", "libcudnn", "libcufft", "libcurand", "libcusparse", "libcusolver", "libnccl",
              "libnvrtc", "libnvjitlink", "libcupti", "libnvtoolsext", "libcufile", "libnvidia-ml")  # fmt: skip
@@ -39,23 +42,12 @@ def windows(low: str, anchor: str, before: int, after: int) -> Iterator[tuple[in
         pos = low.find(anchor, pos + len(anchor))
 
 
-def _search(low: str, anchor: str, rx: re.Pattern[str], before: int = 0, after: int = 400) -> re.Match[str] | None:
+def first(low: str, anchor: str, rx: re.Pattern[str], before: int, after: int) -> re.Match[str] | None:
     """The first match of rx in a window around one of the first occurrences of anchor."""
-    for start, end in windows(low, anchor, before, after):
-        m = rx.search(low, start, end)
-        if m is not None:
-            return m
-    return None
+    return next(filter(None, (rx.search(low, start, end) for start, end in windows(low, anchor, before, after))), None)
 
 
-def _group(flat: str, m: re.Match[str], n: int | str = 1) -> str:
-    s, e = m.span(n)
-    return flat[s:e] if s >= 0 else ""
-
-
-_R = re.compile
 _LOST_UNDERSCORE = re.compile(r"Z[NK]*\d")
-_Search = Callable[[str, str, "re.Pattern[str]", int, int], "re.Match[str] | None"]
 _SYMBOL = _R(r"undefined symbol ?: ?([\w.$@]{1,1000})(?:, version (lib[\w.+-]{1,80}))?")
 # glibc's loader for a versioned symbol the loaded copy lacks ("symbol X version Y not defined in file Z").
 _SYMBOL_VERSION = _R(r"symbol ([\w.$@]{1,400}),? version (lib[\w.+-]{1,80}) not defined in file (lib[\w.+-]{1,80})")
@@ -101,50 +93,88 @@ _OVERRIDE = _R(r"sglang_flashattention_version[ =:'\"]{1,4}([^\s'\"]{0,20})")
 
 
 def extract(flat: str, low: str, has: Callable[[str], bool]) -> dict[str, str]:
-    """Every variable part found; keys are grouped by EXTRACT_GROUPS in GROUP_KEYS. has(anchor) says whether
-    an anchor (one of ANCHORS) occurs in low at all, so absent ones cost nothing."""
+    """Every variable part found (keys grouped in GROUP_KEYS); has(anchor) says whether low holds anchor."""
 
-    def search(low: str, anchor: str, rx: re.Pattern[str], before: int = 0, after: int = 400) -> re.Match[str] | None:
-        return _search(low, anchor, rx, before, after) if has(anchor) else None
+    def search(anchor: str, rx: re.Pattern[str], before: int, after: int) -> re.Match[str] | None:
+        return first(low, anchor, rx, before, after) if has(anchor) else None
+
+    def group(m: re.Match[str], n: int = 1) -> str:
+        return flat[slice(*m.span(n))]  # "" for a group that did not take part
 
     out: dict[str, str] = {}
-    m = search(low, "undefined symbol", _SYMBOL, 0, 1100)
-    if m:
-        sym = _group(flat, m)
+    if m := search("undefined symbol", _SYMBOL, 0, 1100):
+        sym = group(m)
         if _LOST_UNDERSCORE.match(sym):  # markdown took the leading "_" of "_ZN...": put it back
             sym = "_" + sym
         out["symbol"] = sym
         if m.group(2):
-            out["symbol_version"] = _group(flat, m, 2)
+            out["symbol_version"] = group(m, 2)
         if sym.startswith("_Z"):
             out["abi"] = abi_hint(sym)
-        lib = _file_before(flat, low, ": undefined symbol")
-        if lib:
+        if lib := _file_before(flat, low, ": undefined symbol"):
             out["library_path"] = lib
-    elif m := search(low, "not defined in file", _SYMBOL_VERSION, 500, 120):
-        out.update(symbol=_group(flat, m), symbol_version=_group(flat, m, 2), library_path=_group(flat, m, 3))
+    elif m := search("not defined in file", _SYMBOL_VERSION, 500, 120):
+        out.update(symbol=group(m), symbol_version=group(m, 2), library_path=group(m, 3))
     if "symbol" in out:
         out["symbol_kind"] = symbol_kind(out["symbol"], out.get("symbol_version", ""))
-    if "library_path" not in out:
-        m = search(low, "cannot open shared object", _OPEN_LIB, 120, 30)
-        if m:
-            out["library_path"] = _group(flat, m)
+    if "library_path" not in out and (m := search("cannot open shared object", _OPEN_LIB, 120, 30)):
+        out["library_path"] = group(m)
     if "library_path" in out:
         out["library"] = re.split(r"[/\\]", out["library_path"])[-1]
-    m = search(low, "dll load failed", _DLL, 0, 250)
-    if m and m.group(1):
-        out.setdefault("module", _group(flat, m))
-    m = search(low, "glibc", _GLIBC, 40, 450) or search(low, "cxxabi_", _GLIBC, 40, 450)
-    if m:
-        out.update(glibc_requires=_group(flat, m).upper(), glibc_kind=m.group(2), glibc_version=m.group(3))
+    if (m := search("dll load failed", _DLL, 0, 250)) and m.group(1):
+        out.setdefault("module", group(m))
+    if m := search("glibc", _GLIBC, 40, 450) or search("cxxabi_", _GLIBC, 40, 450):
+        out.update(glibc_requires=group(m).upper(), glibc_kind=m.group(2), glibc_version=m.group(3))
         if m.group(4):
-            out["required_by"] = _group(flat, m, 4)
-        lib = _file_before(flat, low, ": version")
-        if lib:
+            out["required_by"] = group(m, 4)
+        if lib := _file_before(flat, low, ": version"):
             out["library_path"] = lib
-    _modules(flat, low, out, search, has)
-    _versions(flat, low, out, search, has)
-    _arch(flat, low, out, search, has)
+    # modules
+    found: list[str] = []
+    for anchor, rx in _MODULES:
+        if has(anchor):
+            found += [group(m).rstrip(".") for s, e in windows(low, anchor, 0, 230) if (m := rx.search(low, s, e))]
+    if found:
+        out.setdefault("module", next((f for f in found if f.split(".")[0].lower() not in _NOISE_MODULES), found[0]))
+    if m := search("cannot import name", _CANNOT_IMPORT, 0, 450):
+        out["name"] = group(m)
+        out.setdefault("module", group(m, 2).rstrip("."))
+    # versions: common words (torch, cuda, attn) occur far more often than the windows search() tries, so the
+    # (bounded) text is scanned for them
+    for key, anchor, rx in (("torch", "torch", _TORCH), ("flash_attn", "attn", _FLASH), ("cuda", "cuda", _CUDA)):
+        if has(anchor) and (m := rx.search(low)):
+            out[key] = group(m)
+    for key, anchor, rx, before, after in (
+        ("fa_impl_ver", "fa_impl_ver", _FA_IMPL, 0, 60),
+        ("cuda_tag", "+cu", _CUDA_TAG, 0, 8),
+        ("cxx11abi", "cxx11abi", _CXX11, 0, 8),
+        ("driver", "driver version", _DRIVER, 0, 30),
+        ("wheel", ".whl", _WHEEL, 200, 4),
+        ("override", "sglang_flashattention_version", _OVERRIDE, 0, 40),
+    ):
+        if m := search(anchor, rx, before, after):
+            out[key] = group(m)
+    if "torch" not in out and (m := search("cxx11abi", _TORCH_TAG, 12, 2)):
+        out["torch"] = m.group(1)
+    if "cxx11abi" in out:
+        out["cxx11abi"] = out["cxx11abi"].upper()
+    if m := (_PYTHON.search(low) if has("python") else None) or (_CP.search(low) if has("cp3") else None):
+        out["python"] = f"3.{m.group(1)}"
+    if m := search("attention-backend", _BACKEND, 12, 30):
+        out["backend"] = f"--{m.group(1)} {group(m, 2)}"
+    # arch
+    if m := search("found (", _FOUND_CC, 0, 12):
+        out["capability"] = f"{m.group(1)}.{m.group(2)}"
+    elif m := search("compute capability", _CC, 0, 8):
+        major, minor = m.group(1), m.group(2)
+        if minor is None and len(major) == 2:
+            major, minor = major[0], major[1]
+        if minor is not None:
+            out["capability"] = f"{major}.{minor}"
+    if has("sm") and (m := _SM.search(low)):
+        out["arch"] = "sm_" + m.group(1)
+    if m := next(filter(None, (search(anchor, _GPU, 12, 16) for anchor in _GPU_ANCHORS)), None):
+        out["gpu"] = group(m)
     return out
 
 
@@ -157,119 +187,6 @@ def _file_before(flat: str, low: str, anchor: str) -> str:
     return token if _LIB_FILE.search(token) else ""
 
 
-def _modules(flat: str, low: str, out: dict[str, str], search: _Search, has: Callable[[str], bool]) -> None:
-    found: list[str] = []
-    for anchor, rx in _MODULES:
-        if not has(anchor):
-            continue
-        for start, end in windows(low, anchor, 0, 230):
-            m = rx.search(low, start, end)
-            if m:
-                found.append(_group(flat, m).rstrip("."))
-    useful = [f for f in found if f.split(".")[0].lower() not in _NOISE_MODULES]
-    if useful or found:
-        out.setdefault("module", (useful or found)[0])
-    m = search(low, "cannot import name", _CANNOT_IMPORT, 0, 450)
-    if m:
-        out["name"] = _group(flat, m)
-        out.setdefault("module", _group(flat, m, 2).rstrip("."))
-
-
-def _versions(flat: str, low: str, out: dict[str, str], search: _Search, has: Callable[[str], bool]) -> None:
-    # Common words (torch, cuda, attn) occur far more often than the few windows search() tries: scan the
-    # (bounded) text for them instead.
-    for key, anchor, rx in (("torch", "torch", _TORCH), ("flash_attn", "attn", _FLASH), ("cuda", "cuda", _CUDA)):
-        m = rx.search(low) if has(anchor) else None
-        if m:
-            out[key] = _group(flat, m)
-    for key, anchor, rx, before, after in (
-        ("fa_impl_ver", "fa_impl_ver", _FA_IMPL, 0, 60),
-        ("cuda_tag", "+cu", _CUDA_TAG, 0, 8),
-        ("cxx11abi", "cxx11abi", _CXX11, 0, 8),
-        ("driver", "driver version", _DRIVER, 0, 30),
-        ("wheel", ".whl", _WHEEL, 200, 4),
-        ("override", "sglang_flashattention_version", _OVERRIDE, 0, 40),
-    ):
-        m = search(low, anchor, rx, before, after)
-        if m:
-            out[key] = _group(flat, m)
-    if "torch" not in out and (m := search(low, "cxx11abi", _TORCH_TAG, 12, 2)):
-        out["torch"] = m.group(1)
-    if "cxx11abi" in out:
-        out["cxx11abi"] = out["cxx11abi"].upper()
-    m = (_PYTHON.search(low) if has("python") else None) or (_CP.search(low) if has("cp3") else None)
-    if m:
-        out["python"] = f"3.{m.group(1)}"
-    m = search(low, "attention-backend", _BACKEND, 12, 30)
-    if m:
-        out["backend"] = f"--{m.group(1)} {_group(flat, m, 2)}"
-
-
-def _arch(flat: str, low: str, out: dict[str, str], search: _Search, has: Callable[[str], bool]) -> None:
-    m = search(low, "found (", _FOUND_CC, 0, 12)
-    if m:
-        out["capability"] = f"{m.group(1)}.{m.group(2)}"
-    elif m := search(low, "compute capability", _CC, 0, 8):
-        major, minor = m.group(1), m.group(2)
-        if minor is None and len(major) == 2:
-            major, minor = major[0], major[1]
-        if minor is not None:
-            out["capability"] = f"{major}.{minor}"
-    m = _SM.search(low) if has("sm") else None
-    if m:
-        out["arch"] = "sm_" + m.group(1)
-    for anchor in _GPU_ANCHORS:
-        m = search(low, anchor, _GPU, 12, 16)
-        if m:
-            out["gpu"] = _group(flat, m)
-            break
-
-
-# Every literal extract() looks for (match.py finds them all in one pass and passes has()).
-ANCHORS = (
-    "undefined symbol",
-    ": undefined symbol",
-    "not defined in file",
-    "cannot open shared object",
-    "dll load failed",
-    "glibc",
-    "cxxabi_",
-    ": version",
-    "no module named",
-    "no such module",
-    "cannot import name",
-    "fa_impl_ver",
-    "torch",
-    "attn",
-    "cuda",
-    "+cu",
-    "cxx11abi",
-    "driver version",
-    ".whl",
-    "sglang_flashattention_version",
-    "python",
-    "cp3",
-    "attention-backend",
-    "found (",
-    "compute capability",
-    "sm",
-    *_GPU_ANCHORS,
-)
-
-GROUP_KEYS: dict[str, tuple[str, ...]] = {
-    "symbol": ("symbol", "demangled", "symbol_kind", "symbol_version", "abi"),
-    "library": ("library",),
-    "glibc": ("glibc_requires", "glibc_version", "required_by"),
-    "module": ("module", "name"),
-    "versions": ("torch", "flash_attn", "cuda", "cuda_tag", "cxx11abi", "python", "driver"),
-    "arch": ("arch", "capability", "gpu"),
-    "fa_impl_ver": ("fa_impl_ver", "override"),
-    "wheel": ("wheel",),
-    "backend": ("backend", "override"),
-}
-assert set(GROUP_KEYS) == set(EXTRACT_GROUPS)
-
-
 def symbol_kind(symbol: str, version: str = "") -> str:
     """Whose symbol is missing: torch / torch-cxx11 (a C++ ABI switch) / cuda-driver / cuda-runtime /
     cuda-library / rocm (HIP) / python (the C API of another Python) / cxx-runtime (libstdc++) / other.
@@ -280,19 +197,7 @@ def symbol_kind(symbol: str, version: str = "") -> str:
         return "cxx-runtime" if _STD_LIB.match(symbol) else "other"
     if version.lower().startswith(CUDA_LIBS):
         return "cuda-runtime" if version.lower().startswith("libcudart") else "cuda-library"
-    if _DRIVER_API.match(symbol):
-        return "cuda-driver"
-    if _RUNTIME_API.match(symbol):
-        return "cuda-runtime"
-    if _CUDA_LIB_API.match(symbol):
-        return "cuda-library"
-    if _HIP_API.match(symbol):
-        return "rocm"
-    if _PYTHON_API.match(symbol):
-        return "python"
-    if _STD_LIB.match(symbol):
-        return "cxx-runtime"
-    return "other"
+    return next((kind for rx, kind in _SYMBOL_KINDS if rx.match(symbol)), "other")
 
 
 def abi_hint(symbol: str) -> str:
@@ -308,31 +213,21 @@ def abi_hint(symbol: str) -> str:
 
 def _strip_identifiers(symbol: str) -> str:
     """Drop the length-prefixed names of an Itanium mangled symbol so that 'Ss' inside a name is not an ABI tag."""
-    out: list[str] = []
-    i = 0
-    while i < len(symbol):
-        # Digits after C/D/S/T/v are ctor, dtor, substitution, template and vector codes, not name lengths.
-        if symbol[i] in _DIGITS and i > 0 and symbol[i - 1] not in "CDSTv":
-            j = i
-            while j < len(symbol) and symbol[j] in _DIGITS:
-                j += 1
-            i = j + int(symbol[i:j])
-            continue
-        out.append(symbol[i])
-        i += 1
-    return "".join(out)
+    out, i = [], 0
+    while m := _NAME_LENGTH.search(symbol, i):
+        out.append(symbol[i : m.start()])
+        i = m.end() + int(m.group())
+    return "".join(out) + symbol[i:]
 
 
 def demangle(symbol: str) -> str | None:
     """c++filt's reading of an Itanium symbol (2 s at most), or None when c++filt is absent or fails."""
-    tool = shutil.which("c++filt")
-    if tool is None or not symbol.startswith("_Z") or len(symbol) > 1000:
+    tool = shutil.which("c++filt") if symbol.startswith("_Z") and len(symbol) <= 1000 else None
+    if tool is None:
         return None
-    try:
-        stamp = os.stat(tool).st_mtime_ns
-    except OSError:
-        return None
-    return _demangle(tool, stamp, symbol)
+    with suppress(OSError):
+        return _demangle(tool, os.stat(tool).st_mtime_ns, symbol)
+    return None
 
 
 @lru_cache(maxsize=64)

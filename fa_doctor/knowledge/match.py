@@ -1,11 +1,5 @@
-"""Normalise a pasted error report, match it against the knowledge base, rank, extract and score.
-
-Cost is bounded by construction. A paste is cut to MAX_CHARS; repeated lines are dropped and each line is cut
-to MAX_LINE (long compiler command lines are noise); what remains is cut to MAX_ANALYSED characters (its head
-and its tail, where the final exception is). Each pattern's literal is looked for with str's substring search
-(once per literal); a pattern's own regex then runs only in a window of at most _BEFORE + _AFTER characters
-around one of the first _MAX_HITS occurrences of its literal, so no pattern regex ever scans the whole paste.
-"""
+"""Normalise a pasted error report, match it against the knowledge base and read its features, each at a bounded
+cost (docs/explain.md)."""
 
 from __future__ import annotations
 
@@ -13,16 +7,17 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
-from fa_doctor.knowledge.base import Entry, Pattern
-from fa_doctor.knowledge.extract import GROUP_KEYS, demangle, extract
+from fa_doctor.knowledge.base import GROUP_KEYS, Entry, Pattern, load
+from fa_doctor.knowledge.evidence import evidence, relevant, tokens
+from fa_doctor.knowledge.extract import demangle, extract, first
 
 MAX_CHARS = 1_000_000  # characters of a paste considered at all (its first 32k and its last 968k)
 MAX_LINE = 4_096  # characters kept of one line (its first 1k and its last 3k)
 MAX_ANALYSED = 128_000  # characters matched after de-duplication (its first 32k and its last 96k)
 _HEAD = 32_000
 _BEFORE, _AFTER = 160, 640  # a pattern's regex window around its literal
-_MAX_HITS = 8
 _EXTRA_BONUS, _MAX_BONUS = 0.02, 0.06
 
 # An OSC (title, hyperlink) ends at BEL or ST; one cut off in a paste (no terminator on its line) loses only its
@@ -52,8 +47,7 @@ _SPACE = re.compile(r"\s+")
 
 def normalise(text: str) -> str:
     """One line of plain text: ANSI, markdown, quote/log prefixes, width variants and home folders removed."""
-    if len(text) > MAX_CHARS:
-        text = text[:_HEAD] + "\n" + text[len(text) - (MAX_CHARS - _HEAD) :]
+    text = _cut(text, _HEAD, MAX_CHARS)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     if "\x1b" in text:
         text = _ANSI.sub("", text)
@@ -77,11 +71,13 @@ def normalise(text: str) -> str:
 def _distinct_lines(text: str) -> str:
     lines = text.split("\n")
     if max(map(len, lines)) > MAX_LINE:
-        lines = [line if len(line) <= MAX_LINE else line[:1024] + " " + line[-(MAX_LINE - 1024) :] for line in lines]
-    out = "\n".join(dict.fromkeys(lines))
-    if len(out) > MAX_ANALYSED:
-        out = out[:_HEAD] + "\n" + out[len(out) - (MAX_ANALYSED - _HEAD) :]
-    return out
+        lines = [_cut(line, 1024, MAX_LINE, " ") for line in lines]
+    return _cut("\n".join(dict.fromkeys(lines)), _HEAD, MAX_ANALYSED)
+
+
+def _cut(text: str, head: int, size: int, sep: str = "\n") -> str:
+    """text, or its first `head` and last `size - head` characters when it is longer than size."""
+    return text if len(text) <= size else text[:head] + sep + text[len(text) - (size - head) :]
 
 
 def lower(flat: str) -> str:
@@ -90,6 +86,11 @@ def lower(flat: str) -> str:
     if len(low) == len(flat):
         return low
     return "".join(c if len(c.lower()) != 1 else c.lower() for c in flat)
+
+
+def presence(low: str) -> Callable[[str], bool]:
+    """Whether a literal occurs in low, each literal searched once."""
+    return cache(low.__contains__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,62 +104,77 @@ class Hit:
 def match(entries: tuple[Entry, ...], flat: str, limit: int) -> tuple[list[Hit], dict[str, str]]:
     """Entries whose patterns match, best first, and every variable part found in the paste."""
     low = lower(flat)
-    present: dict[str, bool] = {}
-
-    def has(literal: str) -> bool:
-        if literal not in present:
-            present[literal] = literal in low
-        return present[literal]
-
+    has = presence(low)
     found = extract(flat, low, has)
-
     hits: list[Hit] = []
     for entry in entries:
-        matched: list[Pattern] = []
-        groups: dict[str, str] = {}
-        best: Pattern | None = None
-        for pattern in entry.patterns:
-            ok, named = _try(pattern, flat, low, found, has)
-            if ok:
-                matched.append(pattern)
-                if best is None or pattern.weight > best.weight:
-                    best, groups = pattern, named
-        if best is not None:
-            # Independent evidence adds a little; a literal inside another one (or the same literal) is not.
-            extra = [p for p in matched if p is not best and not (p.find and best.find and p.find in best.find)]
-            extra = [p for p in extra if not (p.find and best.find and best.find in p.find)]
-            bonus = min(_MAX_BONUS, _EXTRA_BONUS * len(extra))
-            hits.append(Hit(entry, round(min(0.99, best.weight + bonus), 3), groups, best))
+        matched = [(p, groups) for p in entry.patterns if (groups := _try(p, flat, low, found, has)) is not None]
+        if not matched:
+            continue
+        best, groups = max(matched, key=lambda pg: pg[0].weight)
+        # Independent evidence adds a little; a literal inside another one (or the same literal) is not.
+        extra = [p for p, _ in matched if p is not best and not (p.find and best.find and _nested(p.find, best.find))]
+        bonus = min(_MAX_BONUS, _EXTRA_BONUS * len(extra))
+        hits.append(Hit(entry, round(min(0.99, best.weight + bonus), 3), groups, best))
     hits.sort(key=lambda h: -h.score)  # stable: ties keep the file's order (specific entries first)
     return hits[:limit], found
 
 
-def _try(
-    p: Pattern, flat: str, low: str, found: dict[str, str], has: Callable[[str], bool]
-) -> tuple[bool, dict[str, str]]:
+def _nested(a: str, b: str) -> bool:
+    return a in b or b in a
+
+
+def _try(p: Pattern, flat: str, low: str, found: dict[str, str], has: Callable[[str], bool]) -> dict[str, str] | None:
+    """The named groups of a pattern that matches, None when it does not."""
     if p.field:
-        return found.get(p.field) in p.values, {}
+        return {} if found.get(p.field) in p.values else None
     if not has(p.find) or any(has(u) for u in p.unless) or (p.also and not any(has(a) for a in p.also)):
-        return False, {}
+        return None
     if p.regex is None:
-        return True, {}
-    pos, tries = low.find(p.find), 0
-    while pos >= 0 and tries < _MAX_HITS:
-        m = p.regex.search(low, max(0, pos - _BEFORE), min(len(low), pos + len(p.find) + _AFTER))
-        if m is not None:
-            named = {k: flat[m.start(k) : m.end(k)] for k, v in m.groupdict().items() if v is not None}
-            return True, named
-        tries += 1
-        pos = low.find(p.find, pos + len(p.find))
-    return False, {}
+        return {}
+    m = first(low, p.find, p.regex, _BEFORE, _AFTER)
+    return None if m is None else {k: flat[m.start(k) : m.end(k)] for k, v in m.groupdict().items() if v is not None}
 
 
 def extracted_for(entry: Entry, found: dict[str, str], groups: dict[str, str]) -> dict[str, str]:
     """The variable parts this entry asks for; its own pattern's named groups win over the global ones."""
     merged = {**found, **groups}
-    if "symbol" in entry.extract and merged.get("symbol", "").startswith("_Z"):
-        demangled = demangle(merged["symbol"])
-        if demangled:
-            merged["demangled"] = demangled
+    if "symbol" in entry.extract and (demangled := demangle(merged.get("symbol", ""))):
+        merged["demangled"] = demangled
     keys = [k for g in entry.extract for k in GROUP_KEYS[g]]
     return {k: merged[k] for k in dict.fromkeys(keys) if merged.get(k)}
+
+
+_ALL_HITS = 1_000  # every entry that matches (the model weighs them all)
+# Evidence rules and words read the paste's first 8k and last 32k characters (where the command and the final
+# error are); the patterns read all that match.py analyses. Keeps a megabyte paste within a few milliseconds.
+_EV_HEAD, _EV_TAIL = 8_000, 32_000
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    hits: tuple[Hit, ...]  # entries whose patterns match, best first
+    found: dict[str, str]  # extract()'s variable parts
+    evidence: dict[str, str]  # "ev:NAME" and "entry:ID" -> the reason shown to the user
+    words: tuple[str, ...]  # "tok:WORD"
+    relevant: bool  # the paste is about FlashAttention's world at all
+
+    @property
+    def patterns(self) -> dict[str, float]:
+        """category -> the best pattern score in it."""
+        best: dict[str, float] = {}
+        for h in self.hits:
+            best[h.entry.category] = max(best.get(h.entry.category, 0.0), h.score)
+        return best
+
+
+def featurise(flat: str) -> Features:
+    """Everything explain reads from a paste (flat: normalise()'s output), computed once."""
+    hits, found = match(load(), flat, _ALL_HITS)
+    flat = _cut(flat, _EV_HEAD, _EV_HEAD + _EV_TAIL, " ")
+    low = lower(flat)
+    has = presence(low)
+    ev = evidence(flat, low, found, has)
+    for h in hits:
+        ev.setdefault("entry:" + h.entry.id, f"the text matches {h.entry.id} ('{h.pattern.find or h.pattern.field}')")
+    return Features(tuple(hits), found, ev, tuple("tok:" + w for w in tokens(low)), bool(hits) or relevant(ev, has))

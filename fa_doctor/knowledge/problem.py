@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
 CAUSES = (
@@ -35,10 +35,5 @@ class ImportProblem:
         object.__setattr__(self, "evidence", MappingProxyType(dict(self.evidence)))
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "cause": self.cause,
-            "summary": self.summary,
-            "message": self.message,
-            "chain": list(self.chain),
-            "evidence": dict(self.evidence),
-        }
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**out, "chain": list(self.chain), "evidence": dict(self.evidence)}
