@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 
-from fa_doctor.fix.outcome import ApplyResult, Step
+from fa_doctor.fix.apply import ApplyResult, Step
 from fa_doctor.fix.stale import Leftover
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.lines import Lines

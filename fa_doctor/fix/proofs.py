@@ -63,13 +63,19 @@ class Inventory:
         return found[0] if found else None
 
 
-def scan(sys_path: Sequence[str], interesting: Callable[[str], bool]) -> tuple[Distribution, ...]:
-    """The distributions on the path as they are now (the check's folder listings are cached: not reused)."""
+def forget_listings() -> None:
+    """The check's folder listings are cached: stale once anything may have changed."""
     from fa_doctor.probes import modules
-    from fa_doctor.probes.distributions import scan_distributions
 
     modules.listdir.cache_clear()
     modules.by_stem.cache_clear()
+
+
+def scan(sys_path: Sequence[str], interesting: Callable[[str], bool]) -> tuple[Distribution, ...]:
+    """The distributions on the path as they are now."""
+    from fa_doctor.probes.distributions import scan_distributions
+
+    forget_listings()
     return scan_distributions(sys_path, interesting).distributions
 
 
