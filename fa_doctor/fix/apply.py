@@ -163,8 +163,9 @@ def _transaction(
     steps_refused = tuple(refused[i] for i in sorted(refused))
     runs = [i for i in range(total) if i not in refused and i not in blocked and i not in runner.skips]
     if dry_run:
-        proven = tuple(Step(runnable[i], describe(runnable[i]), True, "proven: it would run", status="proven")
-                       for i in runs)  # fmt: skip
+        proven = tuple(
+            Step(runnable[i], describe(runnable[i]), True, "proven: it would run", status="proven") for i in runs
+        )
         state = f"dry run: nothing was changed; {len(proven)} step(s) proven"
         if refused:
             state += f", {len(refused)} refused" + (
