@@ -17,6 +17,7 @@ _CLOSE = {"fi": ("if",), "done": ("while", "until", "for"), "esac": ("case",), "
 _KEYWORDS = {"if", "while", "until", "{", "for", "select", "case", "then", "do", "else", "elif", "!", "time"}
 _KEYWORDS |= {"function", "[[", *_CLOSE}
 _DELIM = " \t\n;&|<>()"
+_OPENED = {'"': "a double quote", "`": "a backtick", "}": "a `${`"}
 _REDIRECT = re.compile(r"&>>|&>|<<<|<<-|<<|<>|<&|>&|>>|>\||<|>")
 
 
@@ -180,9 +181,9 @@ class Scanner:
                     raise self.fail(i, "a single quote that is never closed")
                 i = j + 1
             elif c == '"':
-                i = self.skip_dquote(i + 1)
+                i = self.skip(i + 1, '"')
             elif c == "`":
-                i = self.skip_backtick(i + 1)
+                i = self.skip(i + 1, "`")
             elif c == "$":
                 i = self.dollar(i)
             else:
@@ -208,57 +209,31 @@ class Scanner:
         if nx == "(":
             return self.skip_arith(i + 3) if t.startswith("((", i + 1) else self.parse_list(i + 2, ")", True)
         if nx == "{":
-            return self.skip_brace(i + 2)
+            return self.skip(i + 2, "}")
         return i + 1
 
-    def skip_dquote(self, i: int) -> int:
-        t, start = self.t, i - 1
+    def skip(self, i: int, close: str) -> int:
+        """The end of a `"..."`, a backtick string or a `${...}` (`close`: `"`, a backtick, `}`) whose body starts at
+        `i`; a backtick string ends at the first unescaped backtick."""
+        t, start = self.t, i - (2 if close == "}" else 1)
         while i < self.n:
             c = t[i]
-            if c == '"':
+            if c == close:
                 return i + 1
             if c == "\\":
                 i += 2
-            elif c == "`":
-                i = self.skip_backtick(i + 1)
-            elif c == "$":
+            elif c == "$" and close != "`":
                 i = self.dollar(i)
-            else:
-                i += 1
-        raise self.fail(start, "a double quote that is never closed")
-
-    def skip_backtick(self, i: int) -> int:
-        start = i - 1
-        while i < self.n:
-            if self.t[i] == "\\":
-                i += 2
-            elif self.t[i] == "`":
-                return i + 1
-            else:
-                i += 1
-        raise self.fail(start, "a backtick that is never closed")
-
-    def skip_brace(self, i: int) -> int:
-        t, start, depth = self.t, i - 2, 1
-        while i < self.n:
-            c = t[i]
-            if c == "\\":
-                i += 2
-            elif c == "'":
+            elif c == "`" and close == '"':
+                i = self.skip(i + 1, "`")
+            elif c == '"' and close == "}":
+                i = self.skip(i + 1, '"')
+            elif c == "'" and close == "}":
                 j = t.find("'", i + 1)
                 i = self.n if j < 0 else j + 1
-            elif c == '"':
-                i = self.skip_dquote(i + 1)
-            elif c == "$":
-                i = self.dollar(i)
-            elif c == "}":
-                depth -= 1
-                if not depth:
-                    return i + 1
-                i += 1
             else:
                 i += 1
-        raise self.fail(start, "a `${` that is never closed")
+        raise self.fail(start, f"{_OPENED[close]} that is never closed")
 
     def skip_arith(self, i: int) -> int:
         t, start, depth = self.t, i, 0
@@ -427,7 +402,7 @@ class _Prover:
                 out.append(t[i + 1 : j])
                 i = j + 1
             elif c == '"':
-                j = self.sc.skip_dquote(i + 1)
+                j = self.sc.skip(i + 1, '"')
                 inner = t[i + 1 : j - 1]
                 out.append(DYN if "$" in inner or "`" in inner else re.sub(r'\\([\\"\n])', r"\1", inner))
                 i = j
@@ -439,7 +414,7 @@ class _Prover:
                 i = j
             elif c == "`":
                 out.append(DYN)
-                i = self.sc.skip_backtick(i + 1)
+                i = self.sc.skip(i + 1, "`")
             else:
                 out.append(DYN if c in "*?[{" else c)
                 i += 1
@@ -461,7 +436,7 @@ class _Prover:
                 self.arith(at, self.t[at + 2 : self.t.find("]", at) % (len(self.t) + 1)])
         for m in _BRACED.finditer(t):
             at = w.start + m.start()
-            body = self.t[at + 2 : self.sc.skip_brace(at + 2) - 1]
+            body = self.t[at + 2 : self.sc.skip(at + 2, "}") - 1]
             if body[:1] in "!(" and "=" in body:
                 self.refuse(at, f"`${{{_clip(body)}}}` assigns a variable whose name fa-doctor cannot read")
             elif p := _PARAM.match(body):
