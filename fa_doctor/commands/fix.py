@@ -13,6 +13,7 @@ from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.lines import Lines
 from fa_doctor.model.options import CheckOptions
 from fa_doctor.model.result import FixPayload, PlanStep, Result
+from fa_doctor.render.shell import describe, render
 
 if TYPE_CHECKING:
     from fa_doctor.fix.apply import ApplyResult
@@ -101,7 +102,6 @@ def _choose(
     """The steps, and for each the repair it belongs to (a finding's id; findings that share a step are one
     repair): `fix --apply` holds back a refused step's repair only."""
     from fa_doctor.diagnose.plan.feasible import runnable
-    from fa_doctor.render.shell import describe, render
 
     steps: list[PlanStep] = []
     owner: dict[object, int] = {}  # action -> index of the step that runs it
@@ -294,12 +294,14 @@ def _torch_moves(findings: Sequence[Finding]) -> tuple[Action, ...]:
 
 
 _AGAIN = Remedy("Fix the cause above, then run `fa-doctor fix --apply` again.", ())
+_RESOLVE_FIRST = (
+    "Nothing was changed now: a new apply over a half-changed environment could not be put back. "
+    "Resolve the earlier one first."
+)
 
 
 def _apply_findings(applied: ApplyResult, target: Sequence[str] = ()) -> list[Finding]:
     """Each step's fate, and one finding that says exactly what state remains."""
-    from fa_doctor.render.shell import render
-
     out = [_stale_finding(left, target) for left in applied.leftovers]
     out += [Finding("fix.proven", Severity.OK, f"Would run: {s.description}", s.message) for s in applied.proven]
     out += [Finding("fix.applied", Severity.OK, s.description, s.message) for s in applied.ran if s.status == "done"]
@@ -362,13 +364,7 @@ def _stale_finding(left: Leftover, target: Sequence[str]) -> Finding:
         "fix.stale_journal",
         Severity.FAIL,
         "An earlier `fa-doctor fix --apply` did not finish: the environment may be half-changed",
-        Lines(
-            [
-                "Nothing was changed now: a new apply over a half-changed environment could not be put back. "
-                "Resolve the earlier one first.",
-                *left.lines,
-            ]
-        ),
+        Lines([_RESOLVE_FIRST, *left.lines]),
         evidence,
         (
             Remedy("Put back what it changed (from its journal and saved copies), then check again:", (undo,)),
@@ -402,9 +398,7 @@ def _resolved(outcomes: Sequence[tuple[Leftover, list[str]]], mode: str) -> list
 
 
 def _state(applied: ApplyResult) -> Finding:
-    from fa_doctor.render.shell import render
-
-    kept = [s for s in applied.ran]
+    kept = applied.ran
     lines = [f"State: {applied.state}."]
     lines += [f"Completed and still in effect: {s.description} ({s.message}); undo: {s.undo or '-'}" for s in kept]
     lines += [f"Completed, then undone: {s.description}" for s in applied.undone]

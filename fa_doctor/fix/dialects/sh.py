@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from fa_doctor.fix.dialects import base
+import fa_doctor.fix.dialects.base as base
 from fa_doctor.fix.dialects.base import IDENT, Command, N, Plan, Unsafe, Word, line_of
 
 # A value with nothing that expands or runs: quotes without `$` or backticks inside "...", no operators.
