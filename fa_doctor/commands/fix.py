@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from fa_doctor.fix.apply import ApplyResult
     from fa_doctor.fix.envfile import EditResult
     from fa_doctor.fix.stale import Leftover
-    from fa_doctor.model.actions import Action
     from fa_doctor.probes.target import TargetProbe
 
 Progress = Callable[[str], None]
@@ -230,13 +229,14 @@ def run(
 
     target = planned.check.target
     python = target.executable if target else (options.check.python or "python3")
-    moves = _torch_moves(planned.findings) if options.allow_torch_change else ()
+    # the actions of remedies the planner marked as moving torch: taken only with --allow-torch-change
+    moves = [a for f in planned.findings for r in f.remedies if r.replaces_torch for a in r.actions]
     applied = apply(
         [s.action for s in steps],
         python=python,
         timeout=options.timeout,
         progress=progress,
-        torch_moves=moves,
+        torch_moves=moves if options.allow_torch_change else (),
         sys_path=target.sys_path if target else None,
         groups=groups,
         dry_run=options.dry_run,
@@ -286,11 +286,6 @@ def _resolve(options: FixOptions, planned: Result, progress: Progress | None) ->
     findings = (*after.findings, *_resolved(outcomes, "undo" if options.undo else "discard"))
     payload = FixPayload("resolve", check=after.check)
     return Result("fix", findings, payload, after.timings, options.check.strict)
-
-
-def _torch_moves(findings: Sequence[Finding]) -> tuple[Action, ...]:
-    """The actions of remedies the planner marked as moving torch (taken only with --allow-torch-change)."""
-    return tuple(a for f in findings for r in f.remedies if r.replaces_torch for a in r.actions)
 
 
 _AGAIN = Remedy("Fix the cause above, then run `fa-doctor fix --apply` again.", ())

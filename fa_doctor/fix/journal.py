@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import functools
 import json
 import os
 import shutil
@@ -154,6 +155,12 @@ def undo_install(
         restore(snap)
 
 
+def _move_back(src: str, dst: str) -> None:
+    if os.path.lexists(src):
+        raise OSError(f"{src} exists again; {dst} left where it is")
+    os.rename(dst, src)
+
+
 def undo_of(data: Mapping[str, Any]) -> Callable[[], None] | None:
     """The undo of one journalled change, from its data (the same now and after a crash); None: none is known.
     Raises SnapshotError for data that does not describe a change fa-doctor made."""
@@ -165,14 +172,7 @@ def undo_of(data: Mapping[str, Any]) -> Callable[[], None] | None:
         search = [str(p) for p in data.get("sys_path", ())]
         return lambda: undo_install(snaps, wrote, before, search)
     if kind == "move":
-        src, dst = str(data["src"]), str(data["dst"])
-
-        def move_back() -> None:
-            if os.path.lexists(src):
-                raise OSError(f"{src} exists again; {dst} left where it is")
-            os.rename(dst, src)
-
-        return move_back
+        return functools.partial(_move_back, str(data["src"]), str(data["dst"]))
     if kind == "edit":
         edited, backup = str(data["path"]), str(data["backup"])
         return lambda: os.replace(backup, edited)

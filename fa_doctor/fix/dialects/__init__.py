@@ -34,10 +34,6 @@ _SD_HINT = re.compile(rf"^[ \t]*Environment[ \t]*=[^\n]*{re.escape(N)}", re.M)
 _DOTENV_SPACED = re.compile(rf"^[ \t]*(?:export[ \t]+)?{re.escape(N)}[ \t]+=", re.M)
 
 
-def _is_dotenv_name(name: str) -> bool:
-    return name in ("env", "environment", ".env") or name.endswith(".env") or name.startswith(".env.")
-
-
 def detect(path: str, text: str) -> str:
     """The dialect ("sh", "systemd", "dotenv"; "fish", "PowerShell", "csh", "tcsh" are refused): from the
     name where it says, else the text."""
@@ -51,7 +47,9 @@ def detect(path: str, text: str) -> str:
         return "sh"
     if _SECTION.search(text) or _SD_HINT.search(text):
         return "systemd"
-    if _is_dotenv_name(name) or _DOTENV_SPACED.search(text):
+    if name in ("env", "environment", ".env") or name.endswith(".env") or name.startswith(".env."):
+        return "dotenv"
+    if _DOTENV_SPACED.search(text):
         return "dotenv"
     return "sh"
 
