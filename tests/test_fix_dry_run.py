@@ -95,19 +95,17 @@ def test_apply_dry_run_shows_what_would_be_refused(
     assert result.exit_code == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="through the CLI this fixture plans no step (mode 'plan'), so the dry-run proofs are not shown; the "
-    "property that matters holds above (nothing installed, the venv unchanged); open: why the CLI plans none",
-)
 def test_cli_apply_dry_run_yes_installs_nothing(target: tuple[FakeEnv, SitePip, Path], tmp_path: Path) -> None:
-    fenv, pip, _work = target
-    before = tree(tmp_path / "venv")
+    fenv, pip, work = target
+    before = tree(tmp_path / "venv"), tree(work)
     args = ["fix", "--apply", "--dry-run", "--yes", "--no-smoke", "--json", "--python", fenv.python]
     done = subprocess.run([sys.executable, "-m", "fa_doctor", *args], env=env_for(tmp_path), capture_output=True,
-                          text=True, timeout=300, cwd=tmp_path)  # fmt: skip
-    assert pip.installs(dry=False) == []
-    assert tree(tmp_path / "venv") == before
+                          text=True, timeout=300, cwd=work)  # fmt: skip
+    assert pip.installs(dry=False) == [] and pip.installs(dry=True), "only pip's own dry run ran"
+    assert (tree(tmp_path / "venv"), tree(work)) == before
     doc = json.loads(done.stdout)
     assert doc.get("dry_run"), {k: doc.get(k) for k in ("mode", "dry_run", "error", "applied")}
-    assert doc["applied"]["proven"]
+    assert doc["mode"] == "plan" and doc["applied"]["dry_run"] and "nothing was changed" in doc["applied"]["state"]
+    assert doc["applied"]["ran"] == [] and {s["action"]["kind"] for s in doc["plan"]} == {"pip-install", "move-path"}
+    assert [s["action"] for s in doc["applied"]["proven"]] == [s["action"] for s in doc["plan"]]
+    assert [f for f in doc["findings"] if f["id"] == "fix.proven" and f["title"].startswith("Would run: ")]

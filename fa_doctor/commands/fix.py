@@ -1,32 +1,24 @@
-"""`fa-doctor fix`: act on what `check` found.
-
-- `fix --unset-override [--set N] [--shell S] [--env-file F ...] [--dry-run]`: a child cannot change its parent
-  shell, so it prints shell code for `eval "$(fa-doctor fix --unset-override)"`; with `--env-file` it also
-  removes (or rewrites) the override's line in those files, atomically and with a backup.
-- `fix [--plan]`: the repairs of the current findings, as typed actions, one remedy per finding: the first one
-  the planner marked as fa-doctor's (`diagnose.plan.feasible`, the rule `--apply` refuses by).
-- `fix --apply [--yes]`: runs them in the target interpreter as one transaction (fa_doctor.fix.apply: every
-  step proven first, each change journalled, a failure or an interrupt undone), then re-runs the check and says
-  what is now fixed. A step that cannot be proven holds back its own finding's repair only.
-- `fix --apply --dry-run`: the plan and every proof; nothing changes, nothing is asked.
-- An apply that did not finish (SIGKILL) leaves its journal: the next `--apply` names it and refuses until it is
-  resolved by `undo` (put back) or `discard_journal` (keep the environment as it is).
-"""
+"""`fa-doctor fix`: act on what `check` found (docs/fix.md). `--unset-override` prints shell code for the calling
+shell and edits env files; `--plan` lists the repairs fa-doctor can carry out; `--apply` runs them as one proven,
+journalled transaction (`--dry-run`: the proofs only); `--undo` / `--discard-journal` resolve an unfinished apply."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.lines import Lines
 from fa_doctor.model.options import CheckOptions
 from fa_doctor.model.result import FixPayload, PlanStep, Result
+from fa_doctor.render.shell import describe, render
 
 if TYPE_CHECKING:
     from fa_doctor.fix.apply import ApplyResult
     from fa_doctor.fix.envfile import EditResult
-    from fa_doctor.model.actions import Action
+    from fa_doctor.fix.stale import Leftover
     from fa_doctor.probes.target import TargetProbe
 
 Progress = Callable[[str], None]
@@ -109,7 +101,6 @@ def _choose(
     """The steps, and for each the repair it belongs to (a finding's id; findings that share a step are one
     repair): `fix --apply` holds back a refused step's repair only."""
     from fa_doctor.diagnose.plan.feasible import runnable
-    from fa_doctor.render.shell import describe, render
 
     steps: list[PlanStep] = []
     owner: dict[object, int] = {}  # action -> index of the step that runs it
@@ -162,13 +153,6 @@ def _not_doable(findings: Sequence[Finding], steps: Sequence[PlanStep], only: Se
     )
 
 
-def plan(
-    options: FixOptions, progress: Progress | None = None, pending: TargetProbe | None = None
-) -> tuple[Result, tuple[PlanStep, ...]]:
-    result, steps, _ = _plan(options, progress, pending)
-    return result, steps
-
-
 def _plan(
     options: FixOptions, progress: Progress | None, pending: TargetProbe | None
 ) -> tuple[Result, tuple[PlanStep, ...], tuple[str, ...]]:
@@ -179,16 +163,13 @@ def _plan(
     payload = FixPayload("plan", plan=steps, check=before.check)
     unknown = sorted(set(options.only) - {f.id for f in before.findings})
     held = None if options.allow_torch_change else _held_for_torch(before.findings, steps, options.only)
-    extra = tuple(
-        f
-        for f in (
-            _unknown_only(unknown, before.findings) if unknown else None,
-            held,
-            _not_doable(before.findings, steps, options.only),
-        )
-        if f is not None
+    extra = (
+        _unknown_only(unknown, before.findings) if unknown else None,
+        held,
+        _not_doable(before.findings, steps, options.only),
     )
-    return replace(before, command="fix", payload=payload, findings=(*before.findings, *extra)), steps, groups
+    findings = (*before.findings, *(f for f in extra if f is not None))
+    return replace(before, command="fix", payload=payload, findings=findings), steps, groups
 
 
 def _held_for_torch(findings: Sequence[Finding], steps: Sequence[PlanStep], only: Sequence[str]) -> Finding | None:
@@ -197,9 +178,7 @@ def _held_for_torch(findings: Sequence[Finding], steps: Sequence[PlanStep], only
     ids = sorted(
         f.id
         for f in findings
-        if (f.id in only or (not only and f.severity in (Severity.FAIL, Severity.WARN)))
-        and f.id not in planned
-        and any(r.replaces_torch and r.actions for r in f.remedies)
+        if _wanted(f, only) and f.id not in planned and any(r.replaces_torch and r.actions for r in f.remedies)
     )
     if not ids:
         return None
@@ -250,13 +229,14 @@ def run(
 
     target = planned.check.target
     python = target.executable if target else (options.check.python or "python3")
-    moves = _torch_moves(planned.findings) if options.allow_torch_change else ()
+    # the actions of remedies the planner marked as moving torch: taken only with --allow-torch-change
+    moves = [a for f in planned.findings for r in f.remedies if r.replaces_torch for a in r.actions]
     applied = apply(
         [s.action for s in steps],
         python=python,
         timeout=options.timeout,
         progress=progress,
-        torch_moves=moves,
+        torch_moves=moves if options.allow_torch_change else (),
         sys_path=target.sys_path if target else None,
         groups=groups,
         dry_run=options.dry_run,
@@ -286,36 +266,159 @@ def run(
 
 def _stale(planned: Result, options: FixOptions) -> list[Finding]:
     from fa_doctor.fix import stale
-    from fa_doctor.fix.apply_findings import stale_finding
 
     target = planned.check.target
     if target is None:
         return []
-    return [stale_finding(left, options.check.target_args) for left in stale.find(target.executable, target.sys_path)]
+    return [_stale_finding(left, options.check.target_args) for left in stale.find(target.executable, target.sys_path)]
 
 
 def _resolve(options: FixOptions, planned: Result, progress: Progress | None) -> Result:
     """--undo / --discard-journal: act on the unfinished applies of this target, then check again."""
     from fa_doctor.commands import check
     from fa_doctor.fix import stale
-    from fa_doctor.fix.apply_findings import resolved
 
     target = planned.check.target
     python = target.executable if target else (options.check.python or "python3")
     found = stale.find(python, target.sys_path if target else ())
     outcomes = [(left, stale.undo(left) if options.undo else stale.discard(left)) for left in found]
     after = check.run(options.check, progress) if outcomes and options.undo else planned
-    findings = (*after.findings, *resolved(outcomes, "undo" if options.undo else "discard"))
+    findings = (*after.findings, *_resolved(outcomes, "undo" if options.undo else "discard"))
     payload = FixPayload("resolve", check=after.check)
     return Result("fix", findings, payload, after.timings, options.check.strict)
 
 
-def _torch_moves(findings: Sequence[Finding]) -> tuple[Action, ...]:
-    """The actions of remedies the planner marked as moving torch (taken only with --allow-torch-change)."""
-    return tuple(a for f in findings for r in f.remedies if r.replaces_torch for a in r.actions)
+_AGAIN = Remedy("Fix the cause above, then run `fa-doctor fix --apply` again.", ())
+_RESOLVE_FIRST = (
+    "Nothing was changed now: a new apply over a half-changed environment could not be put back. "
+    "Resolve the earlier one first."
+)
 
 
 def _apply_findings(applied: ApplyResult, target: Sequence[str] = ()) -> list[Finding]:
-    from fa_doctor.fix.apply_findings import findings
+    """Each step's fate, and one finding that says exactly what state remains."""
+    out = [_stale_finding(left, target) for left in applied.leftovers]
+    out += [Finding("fix.proven", Severity.OK, f"Would run: {s.description}", s.message) for s in applied.proven]
+    out += [Finding("fix.applied", Severity.OK, s.description, s.message) for s in applied.ran if s.status == "done"]
+    out += [
+        Finding("fix.undone", Severity.INFO, f"Undone: {s.description}", f"{s.message}; put back as it was")
+        for s in applied.undone
+    ]
+    out += [
+        Finding(
+            "fix.skipped",
+            Severity.WARN,
+            f"Skipped: {s.description}",
+            s.message,
+            {"command": render(s.action)},
+            (Remedy("Run the command where the source can be reached.", (render(s.action),)),),
+        )
+        for s in applied.skipped
+    ]
+    alone = applied.dry_run or applied.ran or applied.undone or applied.failed is None
+    when = "Refused (its repair did not run; the others did)" if alone else "Refused before anything changed"
+    when = "Would be refused" if applied.dry_run else when
+    out += [
+        Finding("fix.refused", Severity.FAIL, f"{when}: {s.description}", s.message, {}, (_AGAIN,))
+        for s in applied.refused
+    ]
+    step = applied.failed
+    if step is not None and step.status != "refused":
+        unchanged = " Nothing it changed remains." if step.left_unchanged else ""
+        out.append(
+            Finding(
+                "fix.step_failed",
+                Severity.FAIL,
+                f"Stopped: {step.description}",
+                Lines([f"{step.message}.{unchanged}", *(step.output.splitlines() if step.output else [])]),
+                {"returncode": step.returncode, "not_run": [render(a) for a in applied.not_run]},
+                (_AGAIN,),
+            )
+        )
+    if not applied.ok and not applied.dry_run and not applied.blocked:
+        out.append(_state(applied))
+    return out
 
-    return findings(applied, tuple(target))
+
+def _stale_finding(left: Leftover, target: Sequence[str]) -> Finding:
+    """An earlier apply on this target that did not finish (or one still running): named, and how to resolve it."""
+    evidence = {"journal": left.journal, "state": left.state, "changes": list(left.changes),
+                "saved": list(left.folders), "pid": left.running}  # fmt: skip
+    if left.running is not None:
+        return Finding(
+            "fix.apply_running",
+            Severity.FAIL,
+            f"Another `fa-doctor fix --apply` (pid {left.running}) is changing this environment",
+            Lines(["Nothing was changed: two applies on one environment would undo each other's work.", *left.lines]),
+            evidence,
+            (Remedy("Wait for it to finish, then run `fa-doctor fix --apply` again.", ()),),
+        )
+    undo = shlex.join(["fa-doctor", "fix", "--undo", *target])
+    drop = shlex.join(["fa-doctor", "fix", "--discard-journal", *target])
+    return Finding(
+        "fix.stale_journal",
+        Severity.FAIL,
+        "An earlier `fa-doctor fix --apply` did not finish: the environment may be half-changed",
+        Lines([_RESOLVE_FIRST, *left.lines]),
+        evidence,
+        (
+            Remedy("Put back what it changed (from its journal and saved copies), then check again:", (undo,)),
+            Remedy("Or keep the environment as it is now and drop the journal and saved copies:", (drop,)),
+        ),
+    )
+
+
+def _resolved(outcomes: Sequence[tuple[Leftover, list[str]]], mode: str) -> list[Finding]:
+    """What `--undo` / `--discard-journal` did to each unfinished apply."""
+    if not outcomes:
+        return [Finding("fix.no_journal", Severity.INFO, "No unfinished `fix --apply` on this environment", "")]
+    out = []
+    for left, problems in outcomes:
+        name = left.journal or ", ".join(left.folders)
+        if problems:
+            out.append(
+                Finding(
+                    "fix.resolve_failed",
+                    Severity.FAIL,
+                    f"Could not {mode} all of it: {name}",
+                    Lines([*problems, *left.lines]),
+                    {"journal": left.journal, "problems": problems},
+                    (Remedy("Fix the cause above (or put those files back by hand), then run it again.", ()),),
+                )
+            )
+            continue
+        did = "Put back" if mode == "undo" else "Kept as it is; journal and saved copies deleted"
+        out.append(Finding("fix.resolved", Severity.OK, f"{did}: {name}", Lines(left.lines), {"journal": left.journal}))
+    return out
+
+
+def _state(applied: ApplyResult) -> Finding:
+    kept = applied.ran
+    lines = [f"State: {applied.state}."]
+    lines += [f"Completed and still in effect: {s.description} ({s.message}); undo: {s.undo or '-'}" for s in kept]
+    lines += [f"Completed, then undone: {s.description}" for s in applied.undone]
+    if applied.failed is not None:
+        lines.append(f"{applied.failed.status.capitalize()}: {applied.failed.description}")
+    lines += [f"Not run: {render(a)}" for a in applied.not_run]
+    if applied.journal:
+        lines.append(f"Journal: {applied.journal}")
+    stopped = "Interrupted" if applied.interrupted is not None else "Stopped"
+    if applied.interrupted is None and applied.failed is None:
+        stopped = f"Done in part ({len(applied.refused)} refused)"
+        lines += [f"Refused: {s.description}" for s in applied.refused]
+    return Finding(
+        "fix.state",
+        Severity.FAIL,
+        f"{stopped}: {len(kept)} step(s) in effect, {len(applied.undone)} undone, {len(applied.not_run)} not run",
+        Lines(lines),
+        {
+            "state": applied.state,
+            "completed": [s.description for s in kept],
+            "undone": [s.description for s in applied.undone],
+            "failed": applied.failed.description if applied.failed else None,
+            "not_run": [render(a) for a in applied.not_run],
+            "journal": applied.journal,
+            "signal": applied.interrupted,
+        },
+        (_AGAIN,),
+    )

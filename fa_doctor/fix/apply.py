@@ -1,21 +1,6 @@
-"""`fa-doctor fix --apply`: a transaction. Every step is proven before the first change, each change is
-journalled with its undo, and a failure or an interrupt puts back everything that can be put back.
-
-0. An earlier apply on this target that did not finish (its journal and saved copies, `stale`) refuses this
-   one until it is put back or discarded.
-1. Prove (`proofs`): first the planner's own rule (`diagnose.plan.feasible`), then installs through pip's
-   resolver (`--dry-run --report`, the same constraints), moves, uninstalls, env-file edits (a dry run of the
-   editor), clones (`git ls-remote`; an unreachable source skips that build). A step that cannot be proven is
-   refused with every step of its group (the repair of one finding); the other groups run. With `dry_run`,
-   stop here: the proofs are the result and nothing changes.
-2. Run, in order, each command bounded by its step timeout, in a temporary folder fa-doctor made (mode 0700:
-   never the caller's directory, where a planted `setup.py` or `pip/` would run), under a supervisor that
-   ends it, and everything it started, with fa-doctor even on SIGKILL (`children`). Before a step that
-   replaces or removes a distribution, its files are saved (`journal.take`).
-3. On a failure or an interrupt (SIGINT/SIGTERM/SIGHUP), undo the journal newest first, then say exactly
-   which steps completed, which were undone and what remains.
-Setting or unsetting a variable of the calling shell, and diagnostic commands, come back as `manual`.
-"""
+"""`fa-doctor fix --apply`: a transaction. Every step is proven before the first change (`run_steps`, `proofs`),
+each change is journalled with its undo, and a failure or an interrupt puts back everything that can be put
+back. The stages are described in docs/fix.md ("Repairs")."""
 
 from __future__ import annotations
 
@@ -26,27 +11,67 @@ import signal
 import tempfile
 import time
 from collections.abc import Callable, Collection, Hashable, Sequence
+from dataclasses import dataclass, replace
 
 from fa_doctor.diagnose.plan import feasible
 from fa_doctor.fix import journal as J
 from fa_doctor.fix import stale
-from fa_doctor.fix.outcome import ApplyResult, Step
-from fa_doctor.fix.proofs import Failed, Inventory, Refused
-from fa_doctor.fix.rollback import ended as _ended
+from fa_doctor.fix.proofs import Failed, Refused, forget_listings
 from fa_doctor.fix.run_steps import Runner
-from fa_doctor.model.actions import Action, BuildFromClone, PipInstall
+from fa_doctor.fix.stale import Leftover
+from fa_doctor.model.actions import Action
 from fa_doctor.process import interrupt
 from fa_doctor.render.shell import describe
 
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One action and what became of it. `output` is the tail of what the command printed."""
+
+    action: Action
+    description: str
+    ok: bool
+    message: str
+    returncode: int | None = None
+    output: str = ""
+    seconds: float = 0.0
+    left_unchanged: bool = False  # a failed step: nothing it changed remains (it changed nothing, or was undone)
+    status: str = "done"  # done | failed | refused | skipped | undone | kept (an undo that failed) | proven
+    undo: str = ""  # how to put it back by hand
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyResult:
+    ran: tuple[Step, ...]  # completed and still in effect, in order
+    failed: Step | None  # the step that stopped the run (failed, or refused when nothing could run)
+    not_run: tuple[Action, ...]  # never started
+    manual: tuple[Action, ...]  # SetEnv / UnsetEnv / RunCommand: for the user (render them with actions.render)
+    undone: tuple[Step, ...] = ()  # completed, then put back
+    refused: tuple[Step, ...] = ()  # could not be proven: they (and the rest of their group) did not run
+    skipped: tuple[Step, ...] = ()  # a build whose clone source does not answer
+    interrupted: int | None = None  # the signal that stopped the run
+    journal: str | None = None  # the journal file, kept when something went wrong
+    state: str = ""  # one sentence: what the environment holds now
+    proven: tuple[Step, ...] = ()  # dry run: the steps that would run
+    dry_run: bool = False
+    leftovers: tuple[Leftover, ...] = ()  # an earlier apply on this target that did not finish
+
+    @property
+    def ok(self) -> bool:
+        return self.failed is None and self.interrupted is None and not self.refused and not self.blocked
+
+    @property
+    def blocked(self) -> bool:
+        """Refused for an earlier apply's leftovers (or one still running): nothing was tried."""
+        return bool(self.leftovers) and not self.dry_run
+
+    @property
+    def unchanged(self) -> bool:
+        """Nothing in the environment changed: no step remains in effect, and a failed one left nothing."""
+        return not self.ran and (self.failed is None or self.failed.left_unchanged)
+
+
 Progress = Callable[[str], None]
-
-
-def _steps_default(action: Action) -> float:
-    if isinstance(action, BuildFromClone):
-        return 4 * 3600.0  # FA3's hopper build: "well over an hour" with MAX_JOBS=4
-    if isinstance(action, PipInstall):
-        return 1800.0
-    return 600.0
 
 
 def apply(
@@ -60,17 +85,9 @@ def apply(
     groups: Sequence[Hashable] | None = None,
     dry_run: bool = False,
 ) -> ApplyResult:
-    """Prove, then run `actions` in the target interpreter `python`, as one transaction.
-
-    `timeout` bounds each step (None: 30 min an install, 4 h a build, 10 min anything else; a dry run gets at
-    most 5 min of it). `torch_moves` are the actions allowed to replace torch (--allow-torch-change, a remedy
-    marked so). `sys_path` is the target's search path (asked of `python` when None). `groups[i]` names the
-    repair `actions[i]` belongs to (None: one repair): a refused step holds back its own group only. `dry_run`:
-    prove and stop, nothing changes. Never raises for a failing step, nor for SIGINT/SIGTERM/SIGHUP: they come
-    back in the result.
-    """
-    from fa_doctor.process.interrupt import Interrupted
-
+    """Prove, then run `actions` in the target interpreter `python`, as one transaction; with `dry_run`, prove
+    only. `groups[i]` names the repair `actions[i]` belongs to: a refused step holds back its own group only.
+    Never raises for a failing step, nor for SIGINT/SIGTERM/SIGHUP: they come back in the result."""
     group_of = list(groups) if groups is not None else [0] * len(actions)
     if len(group_of) != len(actions):
         raise ValueError("groups must name one group per action")
@@ -81,28 +98,28 @@ def apply(
         return ApplyResult((), None, (), manual, state="nothing was changed", dry_run=dry_run)
     workdir = tempfile.mkdtemp(prefix=stale.PREFIX)  # 0700, ours alone
     book = J.Journal(os.path.join(workdir, "journal.json"))
-    runner = Runner(python, workdir, book, timeout, _steps_default, set(torch_moves))
+    runner = Runner(python, workdir, book, timeout, set(torch_moves))
     result: ApplyResult | None = None
     try:
         try:
             result = _transaction(runner, runnable, [g for _, g in pairs], manual, sys_path, progress, dry_run)
-        except Interrupted as exc:  # during the proofs: nothing was changed yet
-            result = _ended(runner, runnable, manual, [], -1, None, exc.signum)
+        except interrupt.Interrupted as exc:  # during the proofs: nothing was changed yet
+            result = ended(runner, runnable, manual, [], -1, None, exc.signum)
         return result
     finally:
         # The journal (and any saved files an undo could not put back) stay when something remains to see.
         trouble = result is None or (not result.ok and result.journal is not None)
         runner.close(keep=result is None or bool(result.ran and (result.failed or result.interrupted is not None)))
-        _cleanup(workdir, keep_journal=trouble and bool(book.entries))
-        _forget_listings()
-
-
-def _forget_listings() -> None:
-    """The folder listings cached during the proofs are stale now: the re-check must read the folders again."""
-    from fa_doctor.probes import modules
-
-    modules.listdir.cache_clear()
-    modules.by_stem.cache_clear()
+        if trouble and book.entries:
+            for entry in os.scandir(workdir):
+                if entry.name != "journal.json" and entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                elif entry.name != "journal.json":
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+        forget_listings()  # the re-check must read the folders again
 
 
 def _transaction(
@@ -114,8 +131,6 @@ def _transaction(
     progress: Progress | None,
     dry_run: bool,
 ) -> ApplyResult:
-    from fa_doctor.process.interrupt import Interrupted
-
     total = len(runnable)
     say = progress or (lambda _line: None)
     say(f"Proving {total} step(s) before changing anything")
@@ -146,16 +161,19 @@ def _transaction(
     held = {groups[i] for i in refused}
     blocked = [i for i in range(total) if groups[i] in held and i not in refused]
     steps_refused = tuple(refused[i] for i in sorted(refused))
+    runs = [i for i in range(total) if i not in refused and i not in blocked and i not in runner.skips]
     if dry_run:
         proven = tuple(
-            Step(a, describe(a), True, "proven: it would run", status="proven")
-            for i, a in enumerate(runnable)
-            if i not in refused and i not in runner.skips and i not in blocked
+            Step(runnable[i], describe(runnable[i]), True, "proven: it would run", status="proven") for i in runs
         )
+        state = f"dry run: nothing was changed; {len(proven)} step(s) proven"
+        if refused:
+            state += f", {len(refused)} refused" + (
+                f" ({len(blocked)} more of the same repairs would not run)" if blocked else ""
+            )
         return ApplyResult((), None, tuple(runnable[i] for i in blocked), manual, refused=steps_refused,
                            skipped=tuple(skipped), proven=proven, dry_run=True, leftovers=left,
-                           state=_state_dry(proven, steps_refused, len(blocked), skipped))  # fmt: skip
-    runs = [i for i in range(total) if i not in refused and i not in blocked and i not in runner.skips]
+                           state=state + (f", {len(skipped)} skipped" if skipped else ""))  # fmt: skip
     if refused and not runs:
         first = steps_refused[0]
         rest = tuple(a for a in runnable if a is not first.action)
@@ -179,60 +197,88 @@ def _transaction(
                 say(f"{label}: failed: {exc}")
                 failed = Step(action, describe(action), False, str(exc), exc.returncode, exc.output,
                               time.monotonic() - running[1], status="failed")  # fmt: skip
-                return _ended(runner, runnable, manual, done, index, failed, None, skipped, steps_refused)
+                return ended(runner, runnable, manual, done, index, failed, None, skipped, steps_refused)
             seconds = time.monotonic() - running[1]
             done.append((index, Step(action, describe(action), True, message, returncode, output, seconds, undo=undo)))
             running = None
             say(f"{label}: {message}")
-    except Interrupted as exc:
-        name = signal.Signals(exc.signum).name
+    except interrupt.Interrupted as exc:
         if running is None:  # between two steps: the next one never started
             last = done[-1][0] if done else -1
-            return _ended(runner, runnable, manual, done, last, None, exc.signum, skipped, steps_refused)
+            return ended(runner, runnable, manual, done, last, None, exc.signum, skipped, steps_refused)
         index, since = running
-        action = runnable[index]
-        stopped = Step(action, describe(action), False, f"interrupted by {name}", seconds=time.monotonic() - since,
+        stopped = Step(runnable[index], describe(runnable[index]), False,
+                       f"interrupted by {signal.Signals(exc.signum).name}", seconds=time.monotonic() - since,
                        status="failed")  # fmt: skip
-        return _ended(runner, runnable, manual, done, index, stopped, exc.signum, skipped, steps_refused)
+        return ended(runner, runnable, manual, done, index, stopped, exc.signum, skipped, steps_refused)
     runner.book.write("done")
-    steps = [s for _, s in done]
-    state = _state_done(steps, skipped)
+    state = f"all {len(done)} step(s) completed" + (f"; {len(skipped)} skipped" if skipped else "")
     if refused:
         state += (
             f"; {len(refused)} refused before anything changed"
             + (f" ({len(blocked)} step(s) of the same repairs not run)" if blocked else "")
             + ": the other repairs ran"
         )
-    return ApplyResult(tuple(steps), None, tuple(runnable[i] for i in blocked), manual, refused=steps_refused,
-                       skipped=tuple(skipped), state=state)  # fmt: skip
+    return ApplyResult(tuple(s for _, s in done), None, tuple(runnable[i] for i in blocked), manual,
+                       refused=steps_refused, skipped=tuple(skipped), state=state)  # fmt: skip
 
 
-def _state_dry(proven: Sequence[Step], refused: Sequence[Step], blocked: int, skipped: Sequence[Step]) -> str:
-    text = f"dry run: nothing was changed; {len(proven)} step(s) proven"
-    if refused:
-        text += f", {len(refused)} refused" + (
-            f" ({blocked} more of the same repairs would not run)" if blocked else ""
+def ended(
+    runner: Runner,
+    runnable: list[Action],
+    manual: tuple[Action, ...],
+    done: list[tuple[int, Step]],
+    index: int,
+    failed: Step | None,
+    signum: int | None,
+    skipped: Sequence[Step] = (),
+    refused: tuple[Step, ...] = (),
+) -> ApplyResult:
+    """A step failed or a signal came: undo the journal, newest first, and say what remains."""
+    results, late = _rollback(runner.book)
+    signum = signum if signum is not None else late
+    problems = {e.step: why for e, why in results if why is not None}
+    undone_steps = {e.step for e, why in results if why is None}
+    undone = [replace(s, status="undone") for i, s in done if i in undone_steps and i not in problems]
+    kept = [
+        replace(s, status="kept", message=f"{s.message}; its undo failed: {problems[i]}")
+        for i, s in done
+        if i in problems
+    ]
+    kept += [s for i, s in done if i not in undone_steps and i not in problems]  # changed nothing to undo
+    if failed is not None:
+        own_changes = [e for e in runner.book.entries if e.step == index]
+        clean = all(e.step not in problems for e in own_changes)
+        note = "" if not own_changes else "; its changes were undone" if clean else "; its changes could not be undone"
+        failed = replace(failed, message=failed.message + note, left_unchanged=clean)
+    not_yet = {id(s.action) for s in refused}
+    not_run = tuple(a for i, a in enumerate(runnable) if i > index and i not in runner.skips and id(a) not in not_yet)
+    runner.book.write("rolled back" if not kept else "partly rolled back")
+    if kept or (failed is not None and not failed.left_unchanged):
+        state = (
+            "the environment is partly changed: "
+            + "; ".join(f"{k.description} remains ({k.undo or 'see the journal'})" for k in kept)
+            + f"; journal: {runner.book.path}"
         )
-    return text + (f", {len(skipped)} skipped" if skipped else "")
+    elif undone:
+        state = f"every completed step was undone ({len(undone)}); the environment is as it was before"
+    else:
+        state = "nothing was changed"
+    return ApplyResult(
+        tuple(kept), failed, not_run, manual, undone=tuple(undone), skipped=tuple(skipped), interrupted=signum,
+        journal=runner.book.path if runner.book.entries else None, state=state, refused=refused,
+    )  # fmt: skip
 
 
-def _state_done(done: list[Step], skipped: list[Step]) -> str:
-    text = f"all {len(done)} step(s) completed"
-    return text + (f"; {len(skipped)} skipped" if skipped else "")
-
-
-def _cleanup(workdir: str, keep_journal: bool) -> None:
-    for name in os.listdir(workdir) if os.path.isdir(workdir) else ():
-        if keep_journal and name == "journal.json":
-            continue
-        path = os.path.join(workdir, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-    if not keep_journal:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-__all__ = ["ApplyResult", "Inventory", "Step", "apply"]
+def _rollback(book: J.Journal) -> tuple[list[tuple[J.Entry, str | None]], int | None]:
+    """Undo the journal with SIGINT/SIGTERM/SIGHUP held: a Ctrl-C cannot stop it half-way; it is reported."""
+    late: int | None = None
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, interrupt.SIGNALS)
+    try:
+        results, _ = book.rollback()
+    finally:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a held signal's handler runs here
+        except interrupt.Interrupted as exc:
+            late = exc.signum
+    return results, late

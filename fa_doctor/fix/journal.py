@@ -1,29 +1,20 @@
-"""The journal of `fix --apply`: what each step changed and how to put it back, kept on disk as it happens.
-
-- A move is undone by moving the path back (`os.rename`, the same filesystem: proven before it ran).
-- An install or uninstall that replaces or removes a distribution is undone from a snapshot taken just before
-  it: every file its RECORD lists, hard-linked (copied where a link cannot be made) into a hidden folder beside
-  it on the same filesystem. Putting it back needs no index and no download: the files the step wrote for the
-  new version (its RECORD) are removed, then each saved file is renamed back over its old path. A distribution
-  without a RECORD cannot be snapshot, so no step may replace or remove it (checked in `proofs`).
-- An env-file edit is undone by renaming the backup `envfile` kept over the file.
-The journal file (JSON, rewritten and fsynced after each change) names every change and its undo in words and as
-data, with the target it was for and the process that wrote it: after a SIGKILL the next `fix --apply` finds it
-(`fa_doctor.fix.stale`), names it, and puts it back (`undo_of` the same data) or drops it when asked. Each saved
-folder also holds a `manifest.json` of what it saved, so it can be put back even when the journal is gone.
-"""
+"""The journal of `fix --apply`: each change and how to put it back, in words and as data, on disk as it happens
+(rewritten and fsynced after each change), so the next run can name and undo it after a SIGKILL (`stale`). Undo:
+a move moves back, an env-file edit renames its backup over the file, an install or uninstall puts back the
+snapshot taken just before it (every RECORD file hard-linked into a hidden folder with a manifest.json)."""
 
 from __future__ import annotations
 
 import contextlib
 import csv
 import errno
+import functools
 import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fa_doctor.probes.files import read
@@ -65,8 +56,7 @@ class Snapshot:
     files: list[tuple[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "version": self.version, "location": self.location, "folder": self.folder,
-                "files": [list(f) for f in self.files]}  # fmt: skip
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
@@ -122,42 +112,27 @@ def discard(snap: Snapshot) -> None:
     shutil.rmtree(snap.folder, ignore_errors=True)
 
 
-def installed_copy(location: str, name: str) -> tuple[str, str] | None:
-    """(version, metadata dir) of the dist-info of `name` in `location`, if there is exactly one."""
+def remove_installed(location: str, name: str, keep: Iterable[str] = ()) -> None:
+    """Delete what pip wrote for `name` in `location` (its RECORD's files inside `location`, then its dist-info,
+    if there is exactly one), except the paths in `keep`. OSError propagates."""
     from fa_doctor.catalog.families import normalize
 
-    found = []
+    found: list[str] = []
     with contextlib.suppress(OSError):
-        for entry in os.listdir(location):
-            if entry.endswith(".dist-info") and normalize(entry[: -len(".dist-info")].split("-", 1)[0]) == name:
-                found.append((entry[: -len(".dist-info")].split("-", 1)[-1], os.path.join(location, entry)))
-    return found[0] if len(found) == 1 else None
-
-
-def remove_installed(location: str, name: str, keep: Iterable[str] = ()) -> None:
-    """Delete what pip wrote for `name` in `location` (its RECORD's files inside `location`, then its dist-info),
-    except the paths in `keep`. OSError propagates."""
-    found = installed_copy(location, name)
-    if found is None:
+        found = [
+            e for e in os.listdir(location) if e.endswith(".dist-info") and normalize(e[:-10].split("-")[0]) == name
+        ]
+    if len(found) != 1:
         return
-    kept = set(keep)
-    root = location.rstrip("/") + "/"
-    for path in record_files(location, found[1]):
-        if path in kept or not path.startswith(root):
-            continue
-        if os.path.islink(path) or os.path.isfile(path):
+    info, kept, root = os.path.join(location, found[0]), set(keep), location.rstrip("/") + "/"
+    for path in record_files(location, info):
+        if path not in kept and path.startswith(root) and (os.path.islink(path) or os.path.isfile(path)):
             os.unlink(path)
-    shutil.rmtree(found[1], ignore_errors=True)
+    shutil.rmtree(info, ignore_errors=True)
 
 
-def restore(snap: Snapshot, wrote: Iterable[str] = ()) -> None:
-    """Put the distribution back as it was: remove what the step wrote for the names in `wrote` (other than the
-    saved paths), then rename every saved file over its old path. OSError propagates."""
-    originals = [path for path, _ in snap.files]
-    for name in wrote:
-        found = installed_copy(snap.location, name)
-        if found is not None and not (name == snap.name and found[0] == snap.version):  # pip put it back itself
-            remove_installed(snap.location, name, originals)
+def restore(snap: Snapshot) -> None:
+    """Rename every saved file back over its old path. OSError propagates."""
     for path, saved in snap.files:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         os.replace(saved, path)
@@ -180,6 +155,12 @@ def undo_install(
         restore(snap)
 
 
+def _move_back(src: str, dst: str) -> None:
+    if os.path.lexists(src):
+        raise OSError(f"{src} exists again; {dst} left where it is")
+    os.rename(dst, src)
+
+
 def undo_of(data: Mapping[str, Any]) -> Callable[[], None] | None:
     """The undo of one journalled change, from its data (the same now and after a crash); None: none is known.
     Raises SnapshotError for data that does not describe a change fa-doctor made."""
@@ -191,14 +172,7 @@ def undo_of(data: Mapping[str, Any]) -> Callable[[], None] | None:
         search = [str(p) for p in data.get("sys_path", ())]
         return lambda: undo_install(snaps, wrote, before, search)
     if kind == "move":
-        src, dst = str(data["src"]), str(data["dst"])
-
-        def move_back() -> None:
-            if os.path.lexists(src):
-                raise OSError(f"{src} exists again; {dst} left where it is")
-            os.rename(dst, src)
-
-        return move_back
+        return functools.partial(_move_back, str(data["src"]), str(data["dst"]))
     if kind == "edit":
         edited, backup = str(data["path"]), str(data["backup"])
         return lambda: os.replace(backup, edited)
@@ -292,13 +266,16 @@ class Journal:
         return done, manual
 
 
+def read_json(path: str) -> Any:
+    """A JSON file of at most 16 MiB (None when empty or cut short); ValueError when it is not JSON."""
+    got = read(path, 16 << 20)
+    text = got.text() if not got.truncated else None
+    return json.loads(text) if text else None
+
+
 def load(path: str) -> Journal:
     """A journal another run wrote, read back (ValueError: it is not one fa-doctor can read)."""
-    from fa_doctor.probes.files import read as read_bounded
-
-    got = read_bounded(path, 16 << 20)
-    text = got.text() if not got.truncated else None
-    doc = json.loads(text) if text else None
+    doc = read_json(path)
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise ValueError(f"{path} is not a journal this fa-doctor can read")
     book = Journal(path, str(doc.get("python") or ""), [str(p) for p in doc.get("sys_path") or ()])

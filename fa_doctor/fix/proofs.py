@@ -1,18 +1,6 @@
-"""Before `fix --apply` changes anything, every step is proven; a step that cannot be proven is refused.
-
-- First the rule the planner marks remedies by (`fa_doctor.diagnose.plan.feasible.refusal`, on the target as read
-  now: `ground`): an install (and a build) names only packages or https URLs, never a path of the caller's
-  directory; holds the installed torch (an exact constraint, or `--no-deps`); a build needs nvcc and a CUDA torch.
-- Then an install passes pip's own resolver: `pip install --dry-run --report` with the same constraints, in a
-  folder fa-doctor made. The report says what pip would install: nothing
-  there may replace torch (unless the step is a torch move the user allowed) or change a version the server
-  pins, or replace a distribution that has two copies on the path (pip would take the server's), or one
-  whose files are unknown (no RECORD: it could not be put back).
-- An uninstall never touches torch or the server's pins, nor a name with two copies on the path.
-- A move's source exists, its destination is free, both lie in the root and on one filesystem, the folder is
-  writable, and it is not the copy of torch (or of a pinned package) that the server imports.
-- A build's clone source must answer (`git ls-remote`); if it does not, the build is skipped with the reason.
-"""
+"""Before `fix --apply` changes anything, every step is proven (docs/fix.md, "Prove every step"): the planner's own
+rule first (`diagnose.plan.feasible`, on the target as read now), then pip's resolver (`--dry-run --report`) for an
+install, and the checks of an uninstall or a move; what cannot be proven is Refused."""
 
 from __future__ import annotations
 
@@ -63,13 +51,19 @@ class Inventory:
         return found[0] if found else None
 
 
-def scan(sys_path: Sequence[str], interesting: Callable[[str], bool]) -> tuple[Distribution, ...]:
-    """The distributions on the path as they are now (the check's folder listings are cached: not reused)."""
+def forget_listings() -> None:
+    """The check's folder listings are cached: stale once anything may have changed."""
     from fa_doctor.probes import modules
-    from fa_doctor.probes.distributions import scan_distributions
 
     modules.listdir.cache_clear()
     modules.by_stem.cache_clear()
+
+
+def scan(sys_path: Sequence[str], interesting: Callable[[str], bool]) -> tuple[Distribution, ...]:
+    """The distributions on the path as they are now."""
+    from fa_doctor.probes.distributions import scan_distributions
+
+    forget_listings()
     return scan_distributions(sys_path, interesting).distributions
 
 

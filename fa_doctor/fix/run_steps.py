@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fa_doctor.diagnose.plan import feasible
@@ -15,6 +15,7 @@ from fa_doctor.fix import proofs
 from fa_doctor.fix.proofs import NETWORK, Failed, Inventory, Refused
 from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall
 from fa_doctor.model.install import Distribution
+from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.process import children, proc
 
 _TAIL = 4000
@@ -22,7 +23,6 @@ _DRY_LIMIT = 300.0
 _CLONE_LIMIT = 900.0
 _PROBE_LIMIT = 30.0
 _QUIET = {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_TERMINAL_PROMPT": "0"}
-_TOUCHED = ("Installing collected packages", "Attempting uninstall", "Successfully uninstalled")
 
 
 @dataclass(slots=True)
@@ -37,18 +37,16 @@ def _tail(done: proc.Completed) -> str:
     return (done.out() + done.err())[-_TAIL:]
 
 
+def _last_words(done: proc.Completed) -> str:
+    return _tail(done).strip()[-300:] or "no output"
+
+
 class Runner:
     def __init__(
-        self,
-        python: str,
-        workdir: str,
-        book: J.Journal,
-        timeout: float | None,
-        default: Callable[[Action], float],
-        torch_moves: set[Action],
+        self, python: str, workdir: str, book: J.Journal, timeout: float | None, torch_moves: set[Action]
     ) -> None:
         self.python, self.workdir, self.book = python, workdir, book
-        self.timeout, self.default, self.torch_moves = timeout, default, torch_moves
+        self.timeout, self.torch_moves = timeout, torch_moves
         self.proofs: dict[int, Proof] = {}
         self.skips: dict[int, str] = {}
         self.sys_path: tuple[str, ...] = ()
@@ -57,18 +55,24 @@ class Runner:
         self.pip: tuple[int, int] | None = None
         self.snapshots: list[J.Snapshot] = []
 
-    # ---- helpers --------------------------------------------------------------------------------------------
-
     def limit(self, action: Action) -> float:
-        return self.timeout if self.timeout is not None else self.default(action)
+        """--timeout, else 4 h a build (FA3's hopper: "well over an hour" with MAX_JOBS=4), 30 min an install."""
+        if self.timeout is not None:
+            return self.timeout
+        return 4 * 3600.0 if isinstance(action, BuildFromClone) else 1800.0 if isinstance(action, PipInstall) else 600.0
 
     def command(
-        self, argv: Sequence[str], timeout: float, cwd: str, env: Sequence[tuple[str, str]] = ()
+        self,
+        argv: Sequence[str],
+        timeout: float,
+        cwd: str,
+        env: Sequence[tuple[str, str]] = (),
+        error: type[Exception] = Failed,
     ) -> proc.Completed:
         try:
             return children.run(argv, timeout, env={**os.environ, **_QUIET, **dict(env)}, cwd=cwd)
         except (OSError, ValueError) as e:
-            raise Failed(f"cannot start {argv[0]}: {e}") from None
+            raise error(f"cannot start {argv[0]}: {e}") from None
 
     def start(self, sys_path: Sequence[str] | None) -> None:
         if not (os.path.isfile(self.python) and os.access(self.python, os.X_OK)):
@@ -87,13 +91,10 @@ class Runner:
 
     def pip_version(self) -> tuple[int, int]:
         if self.pip is None:
-            try:
-                done = self.command([self.python, "-m", "pip", "--version"], 60.0, self.workdir)
-            except Failed as exc:
-                raise Refused(str(exc)) from None
+            done = self.command([self.python, "-m", "pip", "--version"], 60.0, self.workdir, error=Refused)
             m = re.match(r"pip (\d+)\.(\d+)", done.out())
             if done.returncode != 0 or m is None:
-                raise Refused(f"pip does not run in {self.python} ({_tail(done).strip()[-300:] or 'no output'})")
+                raise Refused(f"pip does not run in {self.python} ({_last_words(done)})")
             self.pip = (int(m.group(1)), int(m.group(2)))
         if self.pip < (22, 2):
             raise Refused(
@@ -105,42 +106,32 @@ class Runner:
     # ---- proofs ---------------------------------------------------------------------------------------------
 
     def prove(self, index: int, action: Action) -> None:
+        proof = self.proofs.setdefault(index, Proof())
         try:
-            self._prove(index, action)
+            proofs.check_feasible(action, self.ground, action in self.torch_moves)  # the planner's rule, first
+            if isinstance(action, BuildFromClone):
+                proof.folder = tempfile.mkdtemp(prefix=f"build-{index}-", dir=self.workdir)
+                if self.reachable(index, action, proof.folder):
+                    self.clone(action, proof.folder)
+                    proof.install = self.dry_run(action.install, action, proof.folder)
+            elif isinstance(action, PipInstall):
+                proof.install = self.dry_run(action, action, self.workdir)
+            elif isinstance(action, PipUninstall):
+                proof.uninstall = proofs.check_uninstall(action, self.inventory)
+                for dist in proof.uninstall:
+                    J.record_files(dist.location, dist.metadata_dir)  # refused if its files are unknown
+            elif isinstance(action, MovePath):
+                proof.move = proofs.check_move(action, self.inventory)
+            elif isinstance(action, EditFile):
+                self.edit(index, action, dry_run=True)
+            else:
+                raise Refused(f"not an action fa-doctor can run: {type(action).__name__}")
         except J.SnapshotError as exc:
             raise Refused(str(exc)) from None
 
-    def _prove(self, index: int, action: Action) -> None:
-        proof = self.proofs.setdefault(index, Proof())
-        proofs.check_feasible(action, self.ground, action in self.torch_moves)  # the planner's rule, first
-        if isinstance(action, BuildFromClone):
-            folder = tempfile.mkdtemp(prefix=f"build-{index}-", dir=self.workdir)
-            proof.folder = folder
-            if not self.reachable(index, action, folder):
-                return
-            self.clone(action, folder)
-            proof.install = self.dry_run(action.install, action, folder)
-        elif isinstance(action, PipInstall):
-            proof.install = self.dry_run(action, action, self.workdir)
-        elif isinstance(action, PipUninstall):
-            proof.uninstall = proofs.check_uninstall(action, self.inventory)
-            for dist in proof.uninstall:
-                J.record_files(dist.location, dist.metadata_dir)  # refused if its files are unknown
-        elif isinstance(action, MovePath):
-            proof.move = proofs.check_move(action, self.inventory)
-        elif isinstance(action, EditFile):
-            from fa_doctor.fix.apply_edit import prove_edit
-
-            prove_edit(action)
-        else:
-            raise Refused(f"not an action fa-doctor can run: {type(action).__name__}")
-
     def reachable(self, index: int, action: BuildFromClone, folder: str) -> bool:
         argv = ["git", "ls-remote", "--exit-code", "--", action.repo, "HEAD"]
-        try:
-            done = self.command(argv, min(self.limit(action), 60.0), folder)
-        except Failed as exc:
-            raise Refused(str(exc)) from None
+        done = self.command(argv, min(self.limit(action), 60.0), folder, error=Refused)
         if done.returncode == 0:
             return True
         last = (_tail(done).strip().splitlines() or ["no answer"])[-1][:200]
@@ -155,20 +146,15 @@ class Runner:
         argv = ["git", "-c", "protocol.file.allow=never", "-c", "protocol.ext.allow=never", *action.clone_argv]
         done = self.command(argv, min(self.limit(action), _CLONE_LIMIT), folder)
         if done.timed_out or done.returncode != 0:
-            raise Refused(f"git clone of {action.repo} failed ({_tail(done).strip()[-300:] or 'no output'})")
+            raise Refused(f"git clone of {action.repo} failed ({_last_words(done)})")
         if not os.path.isdir(os.path.join(folder, action.requirement)):
             raise Refused(f"the clone of {action.repo} has no {action.subdir}/ folder")
 
     def dry_run(self, pip: PipInstall, action: Action, cwd: str) -> proofs.InstallProof:
-        may_move = action in self.torch_moves
         self.pip_version()
         report = tempfile.mktemp(prefix="report-", suffix=".json", dir=self.workdir)
-        argv = proofs.dry_run_argv(self.argv(pip), report)
         limit = min(self.limit(action), _DRY_LIMIT)
-        try:
-            done = self.command(argv, limit, cwd, pip.env)
-        except Failed as exc:
-            raise Refused(str(exc)) from None
+        done = self.command(proofs.dry_run_argv(self.argv(pip), report), limit, cwd, pip.env, error=Refused)
         if done.timed_out:
             raise Refused(f"pip's dry run did not finish in {limit:.0f} s (is the package index reachable?)")
         if done.returncode != 0:
@@ -176,7 +162,7 @@ class Runner:
             why = "the package index cannot be reached" if NETWORK.search(text) else "pip cannot resolve this install"
             raise Refused(f"{why} (dry run): {text.strip().splitlines()[-1][:300] if text.strip() else 'no output'}")
         items = proofs.read_report(report)
-        replaces = proofs.check_report(items, self.inventory, may_move)
+        replaces = proofs.check_report(items, self.inventory, action in self.torch_moves)
         for dist in replaces:
             J.record_files(dist.location, dist.metadata_dir)  # refused (SnapshotError) if it could not be put back
         return proofs.InstallProof(items, replaces)
@@ -194,20 +180,36 @@ class Runner:
     def run(self, index: int, action: Action) -> tuple[str, int | None, str, str]:
         """(message, returncode, output tail, how to undo by hand); Failed when it failed."""
         proof = self.proofs[index]
-        if isinstance(action, (PipInstall, BuildFromClone)) and proof.install is not None:
-            pip = action.install if isinstance(action, BuildFromClone) else action
-            return self.install(index, pip, action, proof.install, proof.folder or self.workdir)
-        if isinstance(action, PipUninstall):
-            return self.uninstall(index, action, proof.uninstall)
         if isinstance(action, MovePath) and proof.move is not None:
             src, dst = proof.move
             return self.move(index, action, src, dst), None, "", f"mv -n -- {dst} {src}"
         if isinstance(action, EditFile):
-            from fa_doctor.fix.apply_edit import run_edit
-
-            message, undo = run_edit(action, index, self.book)
+            message, undo = self.edit(index, action, dry_run=False)
             return message, None, "", undo
-        raise Failed(f"not an action fa-doctor can run: {type(action).__name__}")
+        if isinstance(action, (PipInstall, BuildFromClone)) and proof.install is not None:
+            pip = action.install if isinstance(action, BuildFromClone) else action
+            snaps = self.save(index, proof.install.replaces, proof.install.names)
+            done = self.command(self.argv(pip), self.limit(action), proof.folder or self.workdir, pip.env)
+            verb, failed = "pip", f"failed (exit {done.returncode})"
+        elif isinstance(action, PipUninstall):
+            snaps = self.save(index, proof.uninstall, [])
+            done = self.command([self.python, *action.argv[1:]], self.limit(action), self.workdir)
+            verb, failed = "pip uninstall", f"exited {done.returncode}"
+        else:
+            raise Failed(f"not an action fa-doctor can run: {type(action).__name__}")
+        text = _tail(done)
+        if done.timed_out or done.returncode != 0:
+            what = f"timed out after {self.limit(action):.0f} s" if done.timed_out else failed
+            if verb == "pip" and NETWORK.search(text):
+                what += ": the package index cannot be reached"
+            raise Failed(f"{verb} {what}", done.returncode, text)
+        if proof.install is None or verb != "pip":
+            message = "uninstalled " + ", ".join(f"{s.name} {s.version}" for s in snaps)
+        else:
+            was = {s.name: s.version for s in snaps}
+            parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.install.items]
+            message = "installed " + (", ".join(parts) or "nothing new")
+        return message, done.returncode, text, self.book.entries[-1].undo_text
 
     def save(self, index: int, dists: list[Distribution], wrote: list[str]) -> list[J.Snapshot]:
         """Snapshot `dists`, and journal the undo of a step that replaces them and writes `wrote`."""
@@ -232,44 +234,6 @@ class Runner:
         )
         return snaps
 
-    def install(
-        self, index: int, pip: PipInstall, action: Action, proof: proofs.InstallProof, cwd: str
-    ) -> tuple[str, int | None, str, str]:
-        snaps = self.save(index, proof.replaces, proof.names)
-        done = self.command(self.argv(pip), self.limit(action), cwd, pip.env)
-        text = _tail(done)
-        if done.timed_out or done.returncode != 0:
-            what = (
-                f"timed out after {self.limit(action):.0f} s" if done.timed_out else f"failed (exit {done.returncode})"
-            )
-            if NETWORK.search(text):
-                what += ": the package index cannot be reached"
-            raise Failed(f"pip {what}", done.returncode, text)
-        was = {s.name: s.version for s in snaps}
-        parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.items]
-        return (
-            "installed " + (", ".join(parts) or "nothing new"),
-            done.returncode,
-            text,
-            self.book.entries[-1].undo_text,
-        )
-
-    def uninstall(
-        self, index: int, action: PipUninstall, dists: list[Distribution]
-    ) -> tuple[str, int | None, str, str]:
-        snaps = self.save(index, dists, [])
-        argv = [self.python, *action.argv[1:]]
-        done = self.command(argv, self.limit(action), self.workdir)
-        if done.timed_out or done.returncode != 0:
-            what = f"timed out after {self.limit(action):.0f} s" if done.timed_out else f"exited {done.returncode}"
-            raise Failed(f"pip uninstall {what}", done.returncode, _tail(done))
-        return (
-            "uninstalled " + ", ".join(f"{s.name} {s.version}" for s in snaps),
-            done.returncode,
-            _tail(done),
-            self.book.entries[-1].undo_text,
-        )
-
     def move(self, index: int, action: MovePath, src: str, dst: str) -> str:
         if os.path.lexists(dst):
             raise Failed(f"{action.backup} appeared since the proof; not moved")
@@ -277,9 +241,31 @@ class Runner:
             os.rename(src, dst)
         except OSError as e:
             raise Failed(f"cannot move {action.path}: {e.strerror or e}; not moved") from None
-
         self.book.add(index, f"moved {src} to {dst}", f"mv -n -- {dst} {src}", {"kind": "move", "src": src, "dst": dst})
         return f"moved {action.path} to {action.backup}"
+
+    def edit(self, index: int, action: EditFile, dry_run: bool) -> tuple[str, str]:
+        """An env-file edit, proven by the editor's own dry run, undone from its backup: (message, how to undo
+        by hand). Refused (proof) or Failed (run) when the editor refuses."""
+        from fa_doctor.fix import envfile
+
+        error = Refused if dry_run else Failed
+        if action.variable != OVERRIDE:
+            raise error(f"fa-doctor edits only {OVERRIDE} in files, not {action.variable}")
+        if action.value not in (None, "2", "3", "4"):
+            raise error(f"{OVERRIDE} can be set to 2, 3 or 4 only, not {action.value!r}")
+        result = envfile.edit(
+            action.path, set_value=None if action.value is None else int(action.value), dry_run=dry_run
+        )
+        if result.error:
+            raise error(result.error)
+        if dry_run or not (result.changed and result.backup):
+            return f"{action.path}: nothing to change", ""
+        real, backup = os.path.realpath(result.path), result.backup
+        by_hand = f"mv -- {backup} {real}"
+        self.book.add(index, f"edited {result.path} (backup {backup})", by_hand,
+                      {"kind": "edit", "path": real, "backup": backup})  # fmt: skip
+        return f"edited {action.path} (backup {backup})", by_hand
 
     def close(self, keep: bool) -> None:
         """Drop the saved files, unless an undo failed (`keep`): then the journal names them for a person."""

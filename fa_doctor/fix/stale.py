@@ -1,17 +1,10 @@
-"""What a `fix --apply` that did not finish left behind (SIGKILLed, out of memory, the machine went down): its
-journal (`fa-doctor-apply-*/journal.json` in the temporary folder) and the saved copies (`.fa-doctor-undo-*`) in
-the target's site folders.
-
-`find` names them for one target; `fix --apply` refuses to change that target until they are resolved, by
-`undo` (every change still in effect is put back from the journal's data, newest first; a saved folder whose
-journal is gone is put back from its own manifest) or by `discard` (the environment is kept as it is; the journal
-and the saved copies are deleted). An apply still running on the target is named, never touched.
-"""
+"""What a `fix --apply` that did not finish left behind (SIGKILL, out of memory, power cut): its journal and saved
+copies. `find` names them for one target; `undo` puts back what is still in effect, `discard` keeps the
+environment and deletes them. An apply still running on the target is named, never touched."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import stat
@@ -129,11 +122,7 @@ def alive(pid: int, started: object) -> bool:
 
 
 def _manifest(folder: str) -> dict[str, object]:
-    from fa_doctor.probes.files import read
-
-    got = read(os.path.join(folder, J.MANIFEST), 16 << 20)
-    text = got.text() if not got.truncated else None
-    doc = json.loads(text) if text else None
+    doc = J.read_json(os.path.join(folder, J.MANIFEST))
     if not isinstance(doc, dict):
         raise ValueError(f"{folder} has no readable {J.MANIFEST}")
     return doc
@@ -166,9 +155,8 @@ def undo(left: Leftover) -> list[str]:
             try:
                 doc = _manifest(folder)
                 snap = {k: doc[k] for k in ("name", "version", "location", "folder", "files")}
-                data = {"kind": "install", "snapshots": [snap], "wrote": doc.get("wrote", []),
-                        "before": doc.get("before", []), "sys_path": doc.get("sys_path", [])}  # fmt: skip
-                put_back = J.undo_of(data)
+                more = {k: doc.get(k, []) for k in ("wrote", "before", "sys_path")}
+                put_back = J.undo_of({"kind": "install", "snapshots": [snap], **more})
                 if put_back is not None:
                     put_back()
             except (OSError, ValueError, KeyError, J.SnapshotError) as exc:
