@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -100,12 +101,13 @@ def _refusals(
                 (stops if refusal.models == "any" else some).append(text)
     gate = rules.gate(backend)
     for major in sorted({c[0] for c in facts.capabilities}) if gate else ():
-        admits = gate.admits(major) if gate else None
-        if admits is None and gate:
+        assert gate is not None
+        admits = gate.admits(major)
+        if admits is None:
             gates.append(
                 f"SGLang {sgl.version} refuses {backend} on sm_{major}x at start-up: `{gate.error}` ({gate.file})"
             )
-        elif admits == "mha" and gate:
+        elif admits == "mha":
             some.append(f"for MLA models on sm_{major}x, SGLang {sgl.version} raises `{gate.error}` at start-up")
     return stops, some, gates
 
@@ -285,16 +287,12 @@ def rejected_backend(name: str, flag: str, facts: Facts) -> str | None:
     if simple in choices:
         return f"SGLang's backend names are exact and lower-case: `{name}` is rejected, use `{simple}` ({refusal})"
     if _FA_LIKE.match(simple):
-        import difflib
-
         near = difflib.get_close_matches(simple, sorted(FA_BACKENDS), n=1, cutoff=0.75)
         return (
             f"`{name}` is not an SGLang attention backend: SGLang knows fa3 and fa4 (FA2 is only a fallback inside "
             f"its FA3 path) and non-FA backends such as flashinfer and triton; {refusal}"
             + (f"; did you mean `{near[0]}`?" if near else "")
         )
-    import difflib
-
     close = difflib.get_close_matches(simple, sorted(choices), n=1, cutoff=0.6)
     hint = f"; did you mean `{close[0]}`?" if close else f"; its choices are {', '.join(sorted(choices))}"
     return f"`{name}` is not an SGLang attention backend: {refusal}{hint}"
@@ -364,19 +362,13 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
             chosen = flag or flags.attention
             which = f"--{phase}-attention-backend" if flag else "--attention-backend"
             phases.append(_phase(phase, chosen, "flag", f"{which} {chosen}", facts, states, which))
-        elif flags.any and facts.sglang is not None:
-            phases.append(
-                _phase(
-                    phase,
-                    default,
-                    "sglang-default",
-                    f"no flag for {phase}: SGLang's default, {default_why}",
-                    facts,
-                    states,
-                )
-            )
         elif facts.sglang is not None:
-            phases.append(_phase(phase, default, "sglang-default", f"SGLang's default: {default_why}", facts, states))
+            why = (
+                f"no flag for {phase}: SGLang's default, {default_why}"
+                if flags.any
+                else f"SGLang's default: {default_why}"
+            )
+            phases.append(_phase(phase, default, "sglang-default", why, facts, states))
         else:
             phases.append(_auto(phase, facts, states))
     return Selection(phases[0], phases[1], default, default_why, *_knowledge(facts))
