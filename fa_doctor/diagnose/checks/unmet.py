@@ -1,10 +1,4 @@
-"""The server's own unmet requirements, and which distribution a missing module belongs to.
-
-A smoke test that fails on `No module named 'orjson'` is not an FA problem: orjson is a requirement of the
-installed sglang that pip never installed. This module names the distribution that requires the module and
-turns that distribution's unmet requirements (as `pip check` reports them) into an install that holds torch
-and the server's other pins where they are.
-"""
+"""The server's own unmet requirements, and which distribution a missing module (`orjson`) belongs to."""
 
 from __future__ import annotations
 

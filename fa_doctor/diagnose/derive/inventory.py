@@ -1,7 +1,4 @@
-"""Derived facts: for each FA implementation, is it installed, would it import, can it run on these GPUs.
-
-Every reason is collected, never only the first: override, selection and package checks all read this.
-"""
+"""For each FA implementation: installed, would it import, can it run on these GPUs; every reason collected."""
 
 from __future__ import annotations
 

@@ -206,9 +206,8 @@ _FALLBACK_DEFAULT = (
 
 
 def sglang_default(facts: Facts) -> tuple[str | None, str]:
-    """SGLang's default backend for an MHA model without speculative decoding: the installed release's own rule
-    (the catalog's, or read from its files), evaluated for GPU 0 and this torch; a rule that depends on the model
-    is noted when it names an FA backend."""
+    """SGLang's default backend for an MHA model without speculative decoding, by the installed release's own rule
+    for GPU 0 and this torch; a condition on the model is noted when the rule names an FA backend."""
     first = facts.first_capability  # SGLang reads the current device, GPU 0 of what it sees (else --gpu-arch)
     if first is None:
         return None, "no GPU visible: SGLang picks by GPU (fa3 on Hopper with CUDA >= 12.3)"

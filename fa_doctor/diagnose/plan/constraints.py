@@ -1,5 +1,5 @@
-"""The constraints every install holds: the installed torch and every exact pin the server declares on the FA
-stack (its pin of the package being installed included), and the pip actions made under them."""
+"""The constraints every install holds (the installed torch, the server's exact pins on the FA stack) and the pip
+actions made under them."""
 
 from __future__ import annotations
 

@@ -1,15 +1,5 @@
-"""Whether fa-doctor can carry out an action here: the one rule the planner marks a remedy by (its `fa-doctor fix
---apply --only ...` hint, "fa-doctor can do it") and `fix --apply` refuses by, before any proof that needs the
-index or the disk.
-
-`refusal(action, ground, ...)` is a pure function of the action, of what the target holds (`Ground`: torch and
-whether it is a CUDA build, the server's exact pins, names with two copies, a compiler, git) and of what the user
-allowed (--allow-torch-change). The planner calls it with the check's facts (`ground_of`), `fix --apply` with the
-target as it reads it just before its proofs (`fa_doctor.fix.proofs.ground`); what it refuses, apply refuses in the
-same words. Apply then proves the rest (pip's resolver, the files on disk).
-
-Feasibility first: no build without nvcc and a CUDA torch; no install that lets pip choose or move torch.
-"""
+"""Whether fa-doctor can carry out an action here: the one rule the planner marks remedies by and `fix --apply`
+refuses by, in the same words (docs/fix.md, "One rule for what fa-doctor can do")."""
 
 from __future__ import annotations
 
@@ -63,10 +53,8 @@ def runnable(action: Action) -> bool:
 def refusal(
     action: Action, ground: Ground, *, torch_move: bool = False, allow_torch_change: bool = False
 ) -> str | None:
-    """None when fa-doctor can carry out `action` here; otherwise why not, in one sentence.
-
-    `torch_move`: the action comes from a remedy marked as replacing torch; it runs only with `allow_torch_change`
-    (the planner's hint for such a remedy carries --allow-torch-change, so it asks with it)."""
+    """None when fa-doctor can carry out `action` here, else why not; `torch_move`: the remedy is marked as replacing
+    torch, allowed only with `allow_torch_change`."""
     if isinstance(action, (SetEnv, UnsetEnv)):
         return "it changes a variable of the calling shell, which a child process cannot do: paste it there"
     if isinstance(action, RunCommand):

@@ -1,9 +1,5 @@
-"""Remedy (1), the override: unset it, or set it to a version that can work here. Two remedies, never one: each
-is a block to paste whole, and pasting `unset` then `export` would set what it just unset.
-
-"Works here" is said only where a GPU proved it: with no GPU visible, the value is what the installed packages
-provide for the `--gpu-arch` named, or for no GPU at all, and the remedy says so.
-"""
+"""Remedy (1), the override: unset it, or set it to a version that can work here, as two remedies to paste whole;
+"works here" only where a GPU proved it (docs/remedies.md)."""
 
 from __future__ import annotations
 

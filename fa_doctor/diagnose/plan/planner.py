@@ -1,15 +1,5 @@
-"""The one remedy planner: run after every check, it turns each remedy's intent into typed actions.
-
-Rules it holds for every install (docs/remedies.md):
-- constraints: the installed torch and every exact pin of the server, its pin of the package being installed
-  included (sglang 0.5.23 pins its kernel package ==0.4.10);
-- an explicit version where the index has only pre-releases; `--no-cache-dir` on every rebuild;
-- only commands the resolver can satisfy: where none exists (the server pins another torch than the one
-  installed) it says so and offers the coherent alternatives, the one that moves torch marked as such;
-- every `fa-doctor fix` hint carries the target options it was computed for.
-Without facts (explain without --python) there is no torch to hold: no install is planned, only the check
-that would plan one.
-"""
+"""The one remedy planner: run after every check, it turns each remedy's intent into typed actions (its rules:
+docs/remedies.md, "Who writes a remedy")."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Remedy (2), reinstall a compatible package, per FA implementation, from the catalog's release facts.
-
-Each recipe installs only into the interpreter that runs the server, holds torch and the server's pins, names
-an explicit version where the index has only pre-releases, and never reuses pip's wheel cache for a rebuild.
-Where no consistent choice exists, it says so and gives the coherent alternatives (planner.alternatives).
-The kernel package is the one the server requires (sgl-kernel up to sglang 0.5.9, sglang-kernel after), at its pin;
-flash-attn-4 is the newest beta whose requirements admit the server's pins and the target's Python; and an install
-pip's resolver refused when the catalog was generated (catalog/servers.py INSTALLS) is never printed.
-"""
+"""Remedy (2), reinstall a compatible package, per FA implementation, from the catalog's release facts
+(docs/remedies.md has the rules every recipe holds)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
 """A distribution's unmet requirements (as `pip check` reports them), installed under torch and the server's pins;
-where they cannot be met with this torch, the coherent alternatives.
-
-Requirement text comes from the target's metadata and is hostile: what a printed line carries is bounded. A
-requirement over `MAX_SPEC` characters is not printed (`pip check` names it), at most `PER_LINE` go on one
-install line, and beyond `MAX_SPECS` no list is printed at all: the remedy says how many and runs `pip check`.
-"""
+where they cannot be met with this torch, the coherent alternatives. Printed text is bounded (docs/remedies.md)."""
 
 from __future__ import annotations
 

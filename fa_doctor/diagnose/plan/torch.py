@@ -1,8 +1,4 @@
-"""torch itself: what to install when it is missing, and which CUDA build replaces a CPU build.
-
-The channels per release come from the catalog (download.pytorch.org's indexes); the channel must be one the
-driver runs, and on Blackwell (sm_100/sm_120) one whose builds carry code for it.
-"""
+"""torch itself: what to install when it is missing, and which CUDA build (catalog channel) replaces a CPU build."""
 
 from __future__ import annotations
 
