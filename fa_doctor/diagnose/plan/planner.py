@@ -7,14 +7,13 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from fa_doctor.catalog import ecosystem, names
+from fa_doctor.catalog.knobs import OVERRIDE
 from fa_doctor.diagnose.derive.requires import installed, name_of, requirement
 from fa_doctor.diagnose.plan import feasible, recipes
-from fa_doctor.diagnose.plan.constraints import Unheld, pip_install, reinstall_same
-from fa_doctor.diagnose.plan.pin import override_remedies
-from fa_doctor.diagnose.plan.satisfy import alternatives, satisfy
+from fa_doctor.diagnose.plan.recipes import Unheld, alternatives, pip_install, reinstall_same, satisfy
 from fa_doctor.diagnose.plan.torch import cuda_torch, install_torch
 from fa_doctor.model import intents as I
-from fa_doctor.model.actions import RunCommand
+from fa_doctor.model.actions import RunCommand, SetEnv, UnsetEnv
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy
 
@@ -90,6 +89,37 @@ def expand(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
         joined = remedy.text.rstrip() + " " + head.text
         return (replace(head, text=joined, commands=remedy.commands + head.commands), *planned[1:])
     return planned
+
+
+UNSET_FIX = 'eval "$(fa-doctor fix --unset-override)"'
+
+
+def override_remedies(facts: Facts | None, valid: int | None) -> tuple[Remedy, ...]:
+    """Remedy (1): unset, and set to a valid version, as two blocks to paste whole; "works here" only with a GPU."""
+    unset = Remedy(
+        f"(1) Unset {OVERRIDE} in this shell (`{UNSET_FIX}` does it) and remove it from env files and launch "
+        "scripts (`fa-doctor fix --unset-override --env-file FILE`).",
+        actions=(UnsetEnv(OVERRIDE),),
+    )
+    if valid is None:
+        return (unset,)
+    how = f"`fa-doctor fix --unset-override --set {valid}` (with `--env-file FILE` for files)"
+    if facts is None:
+        why = f"a value this machine may support (`fa-doctor check` says whether FA{valid} runs)"
+    elif facts.gpus.devices:
+        why = f"a value that works here: FA{valid} is installed and supports the visible GPUs"
+    elif facts.gpu_arch:
+        why = (
+            f"a value the installed FA{valid} supports on {', '.join(facts.gpu_arch)} (--gpu-arch); no GPU here ran it"
+        )
+    else:
+        why = (
+            f"a value the installed packages provide (FA{valid}); no GPU is visible here, so whether it runs is not "
+            "known: `fa-doctor check` on the GPU machine says"
+        )
+    return unset, Remedy(
+        f"(1) Or set {OVERRIDE} to {valid} instead, {why}: {how}.", actions=(SetEnv(OVERRIDE, str(valid)),)
+    )
 
 
 def _check_first(remedy: Remedy, intent: I.Intent) -> Remedy:

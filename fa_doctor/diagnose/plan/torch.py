@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fa_doctor.catalog import ecosystem, names, urls
 from fa_doctor.diagnose.derive.requires import public, requires, version_of
-from fa_doctor.diagnose.plan.constraints import keep, pip_install
+from fa_doctor.diagnose.plan.recipes import keep, pip_install
 from fa_doctor.model.actions import RunCommand
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
