@@ -47,14 +47,13 @@ def server_pins(facts: Facts) -> dict[str, str]:
     return pins
 
 
-def keep(facts: Facts, *extra: str) -> tuple[str, ...]:
-    """Constraint lines: torch as installed, the server's pins (installed ones at their installed version), and
-    `extra` distributions at their installed versions."""
+def keep(facts: Facts) -> tuple[str, ...]:
+    """Constraint lines: torch as installed, the server's pins (installed ones at their installed version)."""
     if facts.scan.first(names.TORCH) is not None and installed(facts, names.TORCH) is None:
         raise Unheld(f"the installed torch's version {facts.scan.index.get(names.TORCH)!r} is not a PEP 440 version")
     pins = server_pins(facts)
     out: list[str] = []
-    for name in dict.fromkeys([names.TORCH, *pins, *(normalize(n) for n in extra)]):
+    for name in dict.fromkeys([names.TORCH, *pins]):
         have = installed(facts, name)
         if have is not None:
             out.append(f"{name}=={have}")
@@ -93,10 +92,7 @@ def reinstall_same(facts: Facts, *specs: str) -> PipInstall:
     return pip_install(facts, specs, ("--force-reinstall", "--no-deps"))
 
 
-def jobs() -> tuple[tuple[str, str], ...]:
-    return (("MAX_JOBS", names.BUILD_JOBS),)
-
-
+_JOBS = (("MAX_JOBS", names.BUILD_JOBS),)
 _REBUILD = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
 
 
@@ -135,7 +131,6 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
     version = installed(facts, names.FLASH_ATTN)
     mm = torch_mm(facts)
     abi = facts.torch.cxx11_abi if facts.torch else None
-    py = (facts.target.version[0], facts.target.version[1])
     out: list[Remedy] = []
     fa4_have = installed(facts, names.FLASH_ATTN_4)
     after: tuple[Action, ...] = (reinstall_same(facts, f"{names.FLASH_ATTN_4}=={fa4_have}"),) if fa4_have else ()
@@ -149,7 +144,7 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
     cuda = cuda_major(facts)
     url = None
     if release and mm and cuda and abi is not None and facts.target.machine == "x86_64":
-        url = ecosystem.fa2_wheel(release, mm, cuda, abi, py, "linux_x86_64")
+        url = ecosystem.fa2_wheel(release, mm, cuda, abi, python(facts), "linux_x86_64")
     if url and mm:
         out.append(
             Remedy(
@@ -161,9 +156,9 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
     target = version or ecosystem.latest(names.FLASH_ATTN)
     spec = f"{names.FLASH_ATTN}=={target}" if target else names.FLASH_ATTN
     build = (
-        pip_install(facts, (spec,), _REBUILD, env=jobs())
+        pip_install(facts, (spec,), _REBUILD, env=_JOBS)
         if version
-        else pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), jobs())
+        else pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), _JOBS)
     )
     out.append(
         Remedy(
@@ -192,7 +187,7 @@ def fa3(facts: Facts) -> Remedy:
                 "hopper",
                 ("--no-build-isolation", "--no-deps", "--no-cache-dir"),
                 keep(facts),
-                jobs(),
+                _JOBS,
             ),
         ),
     )
@@ -501,12 +496,9 @@ def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: lis
         )
     ]
     if server is not None and torch_now and ecosystem.known(server.normalized):
-        python = (facts.target.version[0], facts.target.version[1])  # the release's Requires-Python must admit it
-        fits = [
-            v
-            for v in ecosystem.releases_pinning(server.normalized, names.TORCH, torch_now, python)
-            if v != server.version
-        ]
+        # The release's Requires-Python must admit this Python.
+        pinning = ecosystem.releases_pinning(server.normalized, names.TORCH, torch_now, python(facts))
+        fits = [v for v in pinning if v != server.version]
         if fits:
             spec = f"{server.normalized}=={fits[0]}"
             out.append(
