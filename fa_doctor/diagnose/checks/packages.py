@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import os
-import re
 from collections import defaultdict
 from collections.abc import Mapping
 
 from fa_doctor.catalog import names
-from fa_doctor.catalog.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of, normalize
+from fa_doctor.catalog.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of
 from fa_doctor.diagnose.checks import remedies
 from fa_doctor.diagnose.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
-from fa_doctor.diagnose.derive.requires import installed
+from fa_doctor.diagnose.derive.requires import installed, name_of
 from fa_doctor.model.actions import Action, RunCommand, move_aside
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
@@ -39,31 +38,26 @@ def _reinstall_for(facts: Facts, normalized: str) -> tuple[Remedy, ...]:
 
 
 def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
-    found = [s for s in states.values() if s.installed]
-    if not found:
-        return [
-            Finding(
-                "package.none",
-                Severity.FAIL,
-                "No FlashAttention implementation is installed",
-                f"None of {', '.join(sorted({i.distributions[0] for i in IMPLEMENTATIONS}))} is installed for "
-                f"{facts.target.executable}.",
-                {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
-                (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),
-            ),
-            *freshness(facts),
-        ]
-    listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in found if s.dist}
-    return [
-        Finding(
+    listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in states.values() if s.dist}
+    if listing:
+        head = Finding(
             "package.found",
             Severity.OK,
             "FlashAttention packages found",
             "; ".join(f"{k}: {v}" for k, v in listing.items()),
             listing,
-        ),
-        *freshness(facts),
-    ]
+        )
+    else:
+        head = Finding(
+            "package.none",
+            Severity.FAIL,
+            "No FlashAttention implementation is installed",
+            f"None of {', '.join(sorted({i.distributions[0] for i in IMPLEMENTATIONS}))} is installed for "
+            f"{facts.target.executable}.",
+            {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
+            (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),
+        )
+    return [head, *freshness(facts)]
 
 
 # Whose releases fa-doctor's catalog tracks and judges by: the servers, the FA packages and SGLang's kernels.
@@ -269,11 +263,11 @@ def requirements(facts: Facts) -> list[Finding]:
         unmet = unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])
         if not unmet:
             continue
-        torch_pin = any(_name_of(r) == "torch" for r, _ in unmet)
+        torch_pin = any(name_of(r) == "torch" for r, _ in unmet)
         missing = any(have == "not installed" for _, have in unmet)
         severity = Severity.FAIL if missing or torch_pin else Severity.WARN
         # torch first: a pin on another torch decides what can be done about everything else.
-        ordered = sorted(unmet, key=lambda u: _name_of(u[0]) != names.TORCH)
+        ordered = sorted(unmet, key=lambda u: name_of(u[0]) != names.TORCH)
         detail = "; ".join(f"requires {r}, found {have}" for r, have in ordered)
         if torch_pin and dist.normalized not in names.SERVERS:
             detail += (
@@ -298,11 +292,6 @@ def requirements(facts: Facts) -> list[Finding]:
             )
         )
     return out
-
-
-def _name_of(requirement: str) -> str:
-    head = re.match(r"\s*([A-Za-z0-9._-]*)", requirement)
-    return normalize(head.group(1) if head else "")
 
 
 def _move_shadowed(facts: Facts, name: str) -> tuple[Remedy, ...]:
