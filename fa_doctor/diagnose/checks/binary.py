@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from fa_doctor.catalog.names import FLASH_ATTN
 from fa_doctor.diagnose.checks import remedies
 from fa_doctor.diagnose.derive.inventory import ImplState
-from fa_doctor.model.actions import RunCommand
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.install import Extension
@@ -260,11 +259,11 @@ class _Check:
                 '"version `...\' not found (required by ...)"; it was built on a newer Linux than this one.',
                 evidence,
                 (
-                    Remedy(
+                    remedies.run(
                         "(2) Use a build made for this system (a wheel whose manylinux tag is not newer than "
                         f"{system or 'this glibc'}, or a source build here), or run the server in a newer OS image. "
                         "`ldd --version` shows the system's glibc.",
-                        actions=(RunCommand(("ldd", "--version")),),
+                        ("ldd", "--version"),
                     ),
                     *remedies.reinstall(self.facts, ext.impl),
                 ),
@@ -342,10 +341,10 @@ class _Check:
         fixes: list[Remedy] = []
         if not self.targets:
             fixes.append(
-                Remedy(
+                remedies.run(
                     "No GPU is visible: name the GPUs the server will run on (a CI runner building an image) to have "
                     "each extension judged against them.",
-                    actions=(RunCommand(("fa-doctor", "check", "--gpu-arch", "sm_90,sm_100")),),
+                    ("fa-doctor", "check", "--gpu-arch", "sm_90,sm_100"),
                 )
             )
         for dist, ext in jit.items():

@@ -11,7 +11,7 @@ from fa_doctor.catalog.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPL
 from fa_doctor.diagnose.checks import remedies
 from fa_doctor.diagnose.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
 from fa_doctor.diagnose.derive.requires import installed, name_of
-from fa_doctor.model.actions import Action, RunCommand, move_aside
+from fa_doctor.model.actions import Action, move_aside
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.install import ModuleSpot
@@ -96,10 +96,10 @@ def freshness(facts: Facts) -> list[Finding]:
             "release it knows, not from the released artifacts.",
             {"catalog_generated_on": date, "newer": newer},
             (
-                Remedy(
+                remedies.run(
                     "Update fa-doctor (its catalog is part of the package), or regenerate the catalog from a checkout "
                     "of fa-doctor: `python scripts/regen_catalog.py` (docs/catalog.md).",
-                    actions=(RunCommand(("python", "-m", "pip", "install", "--upgrade", "fa-doctor")),),
+                    ("python", "-m", "pip", "install", "--upgrade", "fa-doctor"),
                 ),
             ),
         )
@@ -176,10 +176,10 @@ def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Find
                         "installed_at": dist.location,
                     },
                     (
-                        Remedy(
+                        remedies.run(
                             "Run the server from outside the source checkout, or remove the earlier copy from the path "
                             "(check PYTHONPATH and user site-packages).",
-                            actions=(RunCommand(("printenv", "PYTHONPATH")),),
+                            ("printenv", "PYTHONPATH"),
                         ),
                         *remedies.reinstall(facts, state.impl.key),
                     ),

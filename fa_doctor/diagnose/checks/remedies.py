@@ -15,6 +15,11 @@ def planned(intent: Intent, text: str = "") -> Remedy:
     return Remedy(text, intent=intent)
 
 
+def run(text: str, *argvs: tuple[str, ...]) -> Remedy:
+    """A remedy whose actions are commands to run and read."""
+    return Remedy(text, actions=tuple(RunCommand(a) for a in argvs))
+
+
 def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
     """Remedy (2) for one implementation key (the planner writes it for this torch/CUDA/GPU)."""
     del facts  # the planner reads them
