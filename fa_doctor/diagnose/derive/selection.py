@@ -169,15 +169,12 @@ def _implementation(
         # The server's GPU gate only where the implementation's own GPU check does not already say it.
         stops += [] if state.gpu_reasons else gates
         return state, [*state.problems(), *stops, *reasons], some
-    candidates = {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])
-    states_v = [states[k] for k in candidates]
-    for state in states_v:
-        if state.usable:
-            return state, [], []
-    best = next((s for s in states_v if s.installed), states_v[0] if states_v else None)
-    if best is None:
+    # The first usable candidate, else the first installed one (its problems say why), else the first.
+    candidates = [states[k] for k in {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])]
+    ranked = sorted(candidates, key=lambda s: (not s.usable, not s.installed))
+    if not ranked:
         return None, [f"there is no FA{version}"], []
-    return best, best.problems(), []
+    return ranked[0], ranked[0].problems(), []
 
 
 _KNOWN_ATOMS = {
@@ -312,17 +309,10 @@ def _fa_choice(
     flag: str | None,
 ) -> PhaseChoice:  # fmt: skip
     state, problems, some = _implementation(version, facts, states, phase, flag)
-    missing = _missing_flag(flag, facts)
-    if some:
-        why += "; " + "; ".join(some)
+    why += "".join(f"; {s}" for s in some)
+    key = state.impl.key if state else None
     return PhaseChoice(
-        phase,
-        backend,
-        version,
-        state.impl.key if state else None,
-        source,
-        why,
-        (*([missing] if missing else []), *problems),
+        phase, backend, version, key, source, why, (*filter(None, [_missing_flag(flag, facts)]), *problems)
     )
 
 
@@ -389,30 +379,14 @@ def _knowledge(facts: Facts) -> tuple[str, str]:
 
 def _auto(phase: str, facts: Facts, states: dict[str, ImplState]) -> PhaseChoice:
     """Without SGLang: the newest FA whose install is healthy and supports the GPU (transformers' rule)."""
-    usable = sorted(
-        (s for s in states.values() if s.usable and s.impl.key not in ("fa4-sglang", "vllm-fa")),
-        key=lambda s: s.impl.version,
-        reverse=True,
-    )
-    if usable:
-        best = usable[0]
-        gpu_note = "" if facts.capabilities else " (no GPU visible to check it against)"
-        return PhaseChoice(
-            phase,
-            None,
-            best.impl.version,
-            best.impl.key,
-            "auto",
-            f"auto-detection: the newest healthy FA installed is {best.impl.label}{gpu_note}",
-        )
-    installed = [s for s in states.values() if s.installed and s.impl.key not in ("fa4-sglang", "vllm-fa")]
-    problems = tuple(p for s in installed for p in s.problems())
+    own = [s for s in states.values() if s.impl.key not in ("fa4-sglang", "vllm-fa")]
+    best = max((s for s in own if s.usable), key=lambda s: s.impl.version, default=None)
+    if best is not None:
+        note = "" if facts.capabilities else " (no GPU visible to check it against)"
+        why = f"auto-detection: the newest healthy FA installed is {best.impl.label}{note}"
+        return PhaseChoice(phase, None, best.impl.version, best.impl.key, "auto", why)
+    problems = tuple(p for s in own if s.installed for p in s.problems())
+    why = "auto-detection found no usable FA implementation"
     return PhaseChoice(
-        phase,
-        None,
-        None,
-        None,
-        "auto",
-        "auto-detection found no usable FA implementation",
-        problems or ("no FlashAttention implementation is installed",),
+        phase, None, None, None, "auto", why, problems or ("no FlashAttention implementation is installed",)
     )
