@@ -177,16 +177,8 @@ def _implementation(
     return ranked[0], ranked[0].problems(), []
 
 
-_KNOWN_ATOMS = {
-    # Assumed for the server fa-doctor checks: no speculative decoding, no hierarchical cache, CUDA, not ROCm,
-    # NPU or MPS.
-    "no-spec": True,
-    "hicache": False,
-    "cuda": True,
-    "hip": False,
-    "npu": False,
-    "mps": False,
-}
+# Assumed for the server fa-doctor checks: no speculative decoding, no hierarchical cache, CUDA, not ROCm, NPU or MPS.
+_KNOWN_ATOMS = {"no-spec": True, "hicache": False, "cuda": True, "hip": False, "npu": False, "mps": False}
 # Properties of the model, which fa-doctor does not know: (assumed value, the condition in words, negated).
 _MODEL_ATOMS: dict[str, tuple[bool, str, str]] = {
     "fa3-arch": (True, "the model's architecture is one of {archs}", "the model's architecture is not one of {archs}"),
