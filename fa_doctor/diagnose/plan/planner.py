@@ -38,11 +38,8 @@ def mark(remedy: Remedy, ground: feasible.Ground | None) -> Remedy:
     steps = [a for a in remedy.actions if feasible.runnable(a)]
     if ground is None or not steps:
         return remedy
-    for action in steps:
-        why = feasible.refusal(action, ground, torch_move=remedy.replaces_torch, allow_torch_change=True)
-        if why is not None:
-            return replace(remedy, refused=why)
-    return replace(remedy, refused="")
+    refusals = (feasible.refusal(a, ground, torch_move=remedy.replaces_torch, allow_torch_change=True) for a in steps)
+    return replace(remedy, refused=next((why for why in refusals if why is not None), ""))
 
 
 def _for_target(remedy: Remedy, target: tuple[str, ...]) -> Remedy:
@@ -57,14 +54,10 @@ def _for_target(remedy: Remedy, target: tuple[str, ...]) -> Remedy:
 
 
 def unique(remedies: list[Remedy]) -> list[Remedy]:
-    seen: set[tuple[object, ...]] = set()
-    out = []
+    first: dict[tuple[object, ...], Remedy] = {}
     for r in remedies:
-        key = (r.text, r.commands, r.actions)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
+        first.setdefault((r.text, r.commands, r.actions), r)
+    return list(first.values())
 
 
 def expand(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
@@ -155,9 +148,7 @@ def _expand(intent: I.Intent, facts: Facts) -> tuple[Remedy, ...]:
 def _rebuild(facts: Facts, intent: I.Rebuild) -> Remedy:
     version = installed(facts, intent.name) or ecosystem.latest(intent.name)
     spec = f"{intent.name}=={version}" if version else intent.name
-    options: tuple[str, ...] = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
-    if intent.from_source:
-        options += ("--no-binary", intent.name)
+    options = recipes.REBUILD + (("--no-binary", intent.name) if intent.from_source else ())
     env = intent.env if any(k == "MAX_JOBS" for k, _ in intent.env) else (*intent.env, ("MAX_JOBS", names.BUILD_JOBS))
     text = intent.text or (
         f"(2) Rebuild {intent.name} against the installed torch: no build isolation (the build sees this torch) and "

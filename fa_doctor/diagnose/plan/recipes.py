@@ -93,7 +93,7 @@ def reinstall_same(facts: Facts, *specs: str) -> PipInstall:
 
 
 _JOBS = (("MAX_JOBS", names.BUILD_JOBS),)
-_REBUILD = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
+REBUILD = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
 
 
 def torch_mm(facts: Facts) -> tuple[int, int] | None:
@@ -156,7 +156,7 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
     target = version or ecosystem.latest(names.FLASH_ATTN)
     spec = f"{names.FLASH_ATTN}=={target}" if target else names.FLASH_ATTN
     build = (
-        pip_install(facts, (spec,), _REBUILD, env=_JOBS)
+        pip_install(facts, (spec,), REBUILD, env=_JOBS)
         if version
         else pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), _JOBS)
     )
