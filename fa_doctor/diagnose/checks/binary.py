@@ -33,6 +33,7 @@ _MAX_ARCHS = 64
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVK]*(?:3c10|2at|5torch)|aoti_torch_|torch_")
 _RUNTIME = re.compile(r"lib(cudart|nvrtc|cublas|cublasLt)\.so\.(\d+)$")
 _SHOWN = 5
+_Fixes = tuple[Remedy, ...]
 
 
 def parse_gpu_arch(text: str) -> tuple[str, ...]:
@@ -131,17 +132,12 @@ class _Check:
         self.skipped: list[str] = []
 
     def fail(
-        self,
-        fid: str,
-        ext: Extension,
-        title: str,
-        detail: str,
-        evidence: dict[str, object],
-        fixes: tuple[Remedy, ...] | None = None,
+        self, fid: str, ext: Extension, title: str, detail: str, ev: dict[str, object], fixes: _Fixes = ()
     ) -> None:
+        """A fail finding about `ext`; its remedy, unless given, is reinstalling its implementation."""
         base = {"implementation": ext.impl, "distribution": ext.dist, "file": ext.path}
-        fixes = remedies.reinstall(self.facts, ext.impl) if fixes is None else fixes
-        self.findings.append(Finding(fid, Severity.FAIL, title, detail, {**base, **evidence}, fixes))
+        fixes = fixes or remedies.reinstall(self.facts, ext.impl)
+        self.findings.append(Finding(fid, Severity.FAIL, title, detail, {**base, **ev}, fixes))
 
     def arch_remedies(self, ext: Extension, capability: tuple[int, int]) -> tuple[Remedy, ...]:
         major = capability[0]
@@ -155,7 +151,6 @@ class _Check:
             return (remedies.planned(Rebuild(FLASH_ATTN, text, env, from_source=True)),)
         return remedies.reinstall(self.facts, ext.impl)
 
-    # -- GPU code --------------------------------------------------------------------------------------------
     def kernels(self, ext: Extension, fb: FatbinInfo, cudart: int | None) -> None:
         name = os.path.basename(ext.path)
         row = self.served[ext.relpath] = _Served(ext.dist, fb)
@@ -187,7 +182,6 @@ class _Check:
                 self.arch_remedies(ext, capability),
             )
 
-    # -- CUDA runtime ------------------------------------------------------------------------------------------
     def runtime(self, ext: Extension, elf: ElfInfo) -> int | None:
         libs = {m.group(1): int(m.group(2)) for n in elf.needed if (m := _RUNTIME.match(n))}
         cudart = libs.get("cudart")
@@ -210,7 +204,6 @@ class _Check:
             )
         return cudart
 
-    # -- GLIBC / GLIBCXX -------------------------------------------------------------------------------------
     def libc(self, ext: Extension, elf: ElfInfo) -> None:
         problems: list[str] = []
         evidence: dict[str, object] = {}
@@ -269,7 +262,6 @@ class _Check:
                 ),
             )
 
-    # -- torch ABI -------------------------------------------------------------------------------------------
     def torch_symbols(self, ext: Extension, elf: ElfInfo) -> None:
         if self.facts.torch is None:
             return
