@@ -14,7 +14,7 @@ from fa_doctor.diagnose.derive.requires import installed, name_of
 from fa_doctor.model.actions import Action, move_aside
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
-from fa_doctor.model.install import ModuleSpot
+from fa_doctor.model.install import Distribution, ModuleSpot
 from fa_doctor.model.intents import ReinstallOwners, Satisfy
 
 # Requirements that break imports when wrong (torch pins of compiled builds, the FA4 runtime).
@@ -127,9 +127,8 @@ def conflicts(facts: Facts) -> list[Finding]:
                 "package.conflict",
                 Severity.FAIL,
                 f"{' and '.join(pair)} own the same files",
-                f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: "
-                "whichever was installed last "
-                "overwrote the other's copy, and uninstalling either deletes files the other needs.",
+                f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: whichever was installed "
+                "last overwrote the other's copy, and uninstalling either deletes files the other needs.",
                 {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
                 (remedies.planned(ReinstallOwners(tuple(pair))),),
             )
@@ -192,29 +191,26 @@ def unmanaged(facts: Facts, spots: Mapping[str, ModuleSpot]) -> list[Finding]:
     """FA import names that resolve to files no installed distribution owns (a checkout, a leftover)."""
     out = []
     for name, spot in spots.items():
-        if not spot.found or spot.origin is None:
-            continue
-        owners = [
-            d
-            for d in facts.scan.distributions
-            if inside(spot.origin, owner_roots(d))
-            and (name in d.top_level or any(f.split("/", 1)[0].split(".")[0] == name for f in d.files or ()))
-        ]
-        if owners:
+        origin = spot.origin
+        if not spot.found or origin is None or any(_owns(d, name, origin) for d in facts.scan.distributions):
             continue
         out.append(
             Finding(
                 "package.unmanaged",
                 Severity.WARN,
                 f"`import {name}` loads files no installed distribution owns",
-                f"{name} resolves to {spot.origin}, which no distribution's metadata lists: "
-                "a source checkout, a copied "
-                "folder, or what an uninstall left behind. Its version cannot be known.",
-                {"module": name, "resolves_to": spot.origin},
-                _move_stray(spot.name, spot.kind, spot.origin, spot.search_locations, spot.entry),
+                f"{name} resolves to {origin}, which no distribution's metadata lists: a source checkout, a "
+                "copied folder, or what an uninstall left behind. Its version cannot be known.",
+                {"module": name, "resolves_to": origin},
+                _move_stray(spot.name, spot.kind, origin, spot.search_locations, spot.entry),
             )
         )
     return out
+
+
+def _owns(dist: Distribution, name: str, origin: str) -> bool:
+    in_files = (f.split("/", 1)[0].split(".")[0] == name for f in dist.files or ())
+    return inside(origin, owner_roots(dist)) and (name in dist.top_level or any(in_files))
 
 
 def _move_stray(name: str, kind: str, origin: str, search: tuple[str, ...], entry: str | None) -> tuple[Remedy, ...]:
