@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fa_doctor.catalog import names
+from fa_doctor.catalog import names, server_rules
 from fa_doctor.catalog.server_rules import PHASES, DefaultRule
 from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.model.facts import Facts
@@ -152,8 +152,6 @@ def _implementation(
                     f"and {names.SGLANG_KERNEL} is not installed"
                 )
             elif sgl.rules and sgl.rules.fa4 == "sgl_kernel.flash_attn" and (phase in (None, "decode")):
-                from fa_doctor.catalog import server_rules
-
                 dist = facts.scan.first(*names.SGL_KERNELS)
                 kfacts = server_rules.kernel(dist.version) if dist else None
                 if kfacts and kfacts.fa4_decode:
@@ -357,8 +355,6 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
 
 def _knowledge(facts: Facts) -> tuple[str, str]:
     """(the catalog's date, where the installed SGLang's rules were read)."""
-    from fa_doctor.catalog import server_rules
-
     date = server_rules.generated_on()
     sgl = facts.sglang
     if sgl is None:

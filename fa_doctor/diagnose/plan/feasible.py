@@ -3,13 +3,16 @@ refuses by, in the same words (docs/fix.md, "One rule for what fa-doctor can do"
 
 from __future__ import annotations
 
+import posixpath
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fa_doctor.catalog import names
 from fa_doctor.catalog.families import normalize
 from fa_doctor.catalog.knobs import OVERRIDE
+from fa_doctor.diagnose.derive.requires import version_of
 from fa_doctor.model.actions import (
     Action,
     BuildFromClone,
@@ -100,8 +103,6 @@ def _build(ground: Ground) -> str | None:
 def _install(
     pip: PipInstall, ground: Ground, torch_move: bool, allow_torch_change: bool, own: str | None
 ) -> str | None:
-    from fa_doctor.diagnose.derive.requires import version_of
-
     for opt in pip.options:
         if opt.split("=", 1)[0] in _FORBIDDEN_OPTIONS:
             return f"the option {opt!r} reads files fa-doctor did not make"
@@ -184,8 +185,6 @@ def protected_names(servers: Iterable[Distribution]) -> frozenset[str]:
 def owned_paths(dist: Distribution) -> tuple[tuple[str, str], ...]:
     """A distribution's metadata folder and its top-level packages (torch's `torch/` even without top_level.txt),
     each with the distribution's name and version."""
-    import posixpath
-
     tops = {*dist.top_level, *(("torch",) if dist.normalized == names.TORCH else ())}
     label = f"{dist.normalized} {dist.version}"
     paths = (dist.metadata_dir, *(posixpath.join(dist.location, t) for t in sorted(tops) if t))
@@ -194,8 +193,6 @@ def owned_paths(dist: Distribution) -> tuple[tuple[str, str], ...]:
 
 def ground_from(dists: Iterable[Distribution], *, cuda_torch: bool, nvcc: str | None, git: str | None) -> Ground:
     """The ground from the distributions on the search path (each name's first copy first)."""
-    from collections import Counter
-
     first: dict[str, Distribution] = {}
     counts: Counter[str] = Counter()
     for dist in dists:

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from fa_doctor.catalog import ecosystem, names
+from fa_doctor.catalog.families import family_of
 from fa_doctor.catalog.knobs import OVERRIDE
 from fa_doctor.diagnose.derive.requires import installed, name_of, requirement
 from fa_doctor.diagnose.plan import feasible, recipes
@@ -159,8 +160,6 @@ def _rebuild(facts: Facts, intent: I.Rebuild) -> Remedy:
 
 def _owners(facts: Facts, owners: tuple[str, ...]) -> Remedy:
     """Reinstall so the FA4 package's copy of the shared files is the one left on disk."""
-    from fa_doctor.catalog.families import family_of
-
     specs = [
         (n, v)
         for n, v in (o.split(" ", 1) for o in owners if " " in o)
