@@ -26,8 +26,8 @@ def _same(sel: Selection) -> bool:
 
 def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, override: int | None) -> list[Finding]:
     out: list[Finding] = []
-    phases = [sel.prefill] if _same(sel) else list(sel.phases)
-    label = "prefill and decode" if _same(sel) else None
+    same = _same(sel)
+    phases, label = ([sel.prefill], "prefill and decode") if same else (list(sel.phases), None)
     evidence = sel.to_dict()
     for choice in phases:
         where = label or choice.phase
@@ -94,7 +94,6 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                 )
             )
     if override is not None and facts.flags.any:
-        flagged = {p.phase: p for p in sel.phases}
         names = [f for f in (facts.flags.attention, facts.flags.prefill, facts.flags.decode) if f]
         if any(n != f"fa{override}" for n in names):
             out.append(
@@ -102,10 +101,10 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                     "selection.conflict",
                     Severity.WARN,
                     f"{OVERRIDE}={override} and the backend flags disagree",
-                    f"The flags ask for {', '.join(sorted(set(names)))}; SGLang itself obeys the flags, "
-                    f"so FA{override} runs "
-                    "only if your launcher rewrites them from the variable. fa-doctor reports the override's choice.",
-                    {"override": override, "flags": names, "selection": {k: v.to_dict() for k, v in flagged.items()}},
+                    f"The flags ask for {', '.join(sorted(set(names)))}; SGLang itself obeys the flags, so "
+                    f"FA{override} runs only if your launcher rewrites them from the variable. fa-doctor reports the "
+                    "override's choice.",
+                    {"override": override, "flags": names, "selection": {p.phase: p.to_dict() for p in sel.phases}},
                     (
                         remedies.unset_override(None),
                         Remedy(f"Or make the flags match the override: --attention-backend fa{override}."),
