@@ -155,11 +155,9 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
         )
     target = version or ecosystem.latest(names.FLASH_ATTN)
     spec = f"{names.FLASH_ATTN}=={target}" if target else names.FLASH_ATTN
-    build = (
-        pip_install(facts, (spec,), REBUILD, env=_JOBS)
-        if version
-        else pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), _JOBS)
-    )
+    build = pip_install(facts, (spec,), REBUILD, env=_JOBS)
+    if not version:
+        build = pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), _JOBS)
     out.append(
         Remedy(
             "(2) Build flash-attn for this torch: PyPI has only its source, and its setup.py imports torch, so it "
@@ -309,25 +307,15 @@ def fa4(facts: Facts, key: str) -> Remedy:
     pins = {name_of(p): exact_pin(p) or "" for p in server_pins(facts).values()}
     spec = ecosystem.fa4_install_spec(cuda, pins, wanted, python(facts))
     if spec is None:
-        return _no_install(
-            f"(2) No {names.FLASH_ATTN_4} release in fa-doctor's catalog fits here: "
-            + (
-                f"{srv.name} {srv.version} requires {wanted} and pins {', '.join(server_pins(facts).values())}; "
-                if srv
-                else ""
-            )
-            + f"none of them also admits Python {'.'.join(map(str, python(facts)))}."
-        )
-    why = (
-        f"{names.FLASH_ATTN_4} has only pre-releases on the index, so the version is named"
-        if ecosystem.prerelease_only(names.FLASH_ATTN_4)
-        else "the newest release"
-    )
-    held = (
-        f"; {srv.name} requires {wanted}, and this is the newest release whose own requirements admit its pins"
-        if wanted and srv
-        else ""
-    )
+        text = f"(2) No {names.FLASH_ATTN_4} release in fa-doctor's catalog fits here: "
+        if srv:
+            text += f"{srv.name} {srv.version} requires {wanted} and pins {', '.join(server_pins(facts).values())}; "
+        return _no_install(text + f"none of them also admits Python {'.'.join(map(str, python(facts)))}.")
+    why, held = "the newest release", ""
+    if ecosystem.prerelease_only(names.FLASH_ATTN_4):
+        why = f"{names.FLASH_ATTN_4} has only pre-releases on the index, so the version is named"
+    if wanted and srv:
+        held = f"; {srv.name} requires {wanted}, and this is the newest release whose own requirements admit its pins"
     text = (
         f"(2) Install {spec} ({why}{held}) with its CuTe DSL runtime"
         + (" and the CUDA 13 libraries (the [cu13] extra adds them to the CUDA 12 ones)" if cuda == 13 else "")
