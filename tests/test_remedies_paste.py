@@ -192,7 +192,7 @@ def test_a_printed_line_carries_a_bounded_amount_of_metadata(fenv: FakeEnv, tmp_
     """sglang's METADATA is the target's, and hostile: 150 missing requirements, or ten of 380 characters each,
     once printed one install line of 3,800 or 5,000 characters. Lines are now bounded, and what pip is given is
     still exactly what the metadata asks (a line per dozen; an over-long requirement is named by `pip check`)."""
-    per_line, max_spec = 12, 100  # fa_doctor/diagnose/plan/satisfy.py: PER_LINE, MAX_SPEC
+    per_line, max_spec = 12, 100  # fa_doctor/diagnose/plan/recipes.py: PER_LINE, MAX_SPEC
 
     fenv.torch()
     if shape in ("many", "too-many"):

@@ -494,3 +494,33 @@ def test_installed_sglang_choices_are_read(tmp_path: Path) -> None:
     choices.unlink()
     (env.site / "sglang/srt/server_args.py").write_text('ATTENTION_BACKEND_CHOICES = ["old"]\n')
     assert gather_facts(env).sglang.backend_choices == frozenset({"old"})  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("caps", "gpu_arch", "said"),
+    [
+        ((HOPPER,), (), "works here"),
+        ((), ("sm_90",), "is supported on sm_90 (from --gpu-arch); no GPU here ran it"),
+        (
+            (),
+            ("sm_75",),
+            f"is not proven here: no GPU seen, and {FA4_PKG} runs on 8.x, 9.x, 10.x, 11.x, 12.x, not sm_75",
+        ),
+        ((), (), "is what the installed packages provide; no GPU seen: not proven here"),
+    ],
+)
+def test_no_gpu_claim_without_a_gpu(bare: Facts, caps: tuple, gpu_arch: tuple[str, ...], said: str) -> None:
+    """Issue #26: "works here" and "will run" only where a GPU was seen; --gpu-arch, or nothing, is said as such."""
+    from fa_doctor.diagnose.checks.choice import check_selection
+
+    for flags, fid in [(BackendFlags(attention="fa5"), "selection.unavailable"), (BackendFlags(), "selection.ok")]:
+        facts = vary(bare, caps=caps, gpu_arch=gpu_arch, flags=flags)
+        states = assess_all(facts)
+        (finding,) = [f for f in check_selection(facts, states, select(facts, states, None), None) if f.id == fid]
+        texts = [finding.title, finding.detail, *(r.text for r in finding.remedies)]
+        assert any("works here" in t or "will run" in t for t in texts) == bool(caps), texts
+        if fid == "selection.unavailable":
+            assert f"Change the flag: --attention-backend fa4 {said}." in texts, texts
+        elif not caps:
+            assert finding.title == f"FA4 is selected for prefill and decode: {FA4_PKG}", texts
+            assert finding.detail.endswith(f" It {said}."), texts

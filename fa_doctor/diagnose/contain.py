@@ -17,17 +17,13 @@ def crash_finding(name: str, exc: BaseException, others_ran: bool = True) -> Fin
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__)
+    after = "The other checks still ran; this one" if others_ran else "The checks that need it could not run: this"
     where = f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}" if frames else "?"
     return Finding(
         "internal.check_crashed",
         Severity.FAIL,
         f"fa-doctor's {name} check crashed",
-        f"{type(exc).__name__}: {exc} (at {where}). "
-        + (
-            "The other checks still ran; this one says nothing about your install."
-            if others_ran
-            else "The checks that need it could not run: this says nothing about your install."
-        ),
+        f"{type(exc).__name__}: {exc} (at {where}). {after} says nothing about your install.",
         {"check": name, "error": f"{type(exc).__name__}: {exc}", "where": where},
         (Remedy("Report it with the output of `fa-doctor check --json`.", (ISSUES,)),),
     )

@@ -1,9 +1,5 @@
-"""Requires-Dist lines, read with packaging, and their markers decided for the target's environment.
-
-The lines come from the target's files: one longer than MAX_REQUIREMENT_LENGTH is not parsed (packaging's
-parser recurses on nested parentheses). A line packaging refuses, or a marker it cannot decide (an ordering of
-plain strings, a variable it does not know), answers None: callers then say nothing rather than guess.
-"""
+"""Requires-Dist lines, read with packaging, and their markers decided for the target: None where a line is
+overlong (packaging recurses), refused or undecidable; callers then say nothing rather than guess."""
 
 from __future__ import annotations
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from fa_doctor.catalog.names import FLASH_ATTN
 from fa_doctor.diagnose.checks import remedies
 from fa_doctor.diagnose.derive.inventory import ImplState
-from fa_doctor.model.actions import RunCommand
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.install import Extension
@@ -26,7 +25,7 @@ if TYPE_CHECKING:  # the ELF and fatbin readers load only when there is a compil
     from fa_doctor.probes.fatbin import Arch, FatbinInfo
 
 BUDGET_SECONDS = 5.0
-_ARCH = re.compile(r"(?:sm_|compute_)?(\d{2,3})([af]?)")
+_ARCH = re.compile(r"(?:sm_|compute_)?(\d{2,3})[af]?")
 _DOTTED = re.compile(r"(\d{1,2})\.(\d)")
 _MAX_ARCHS = 64
 # Mangled names in namespaces c10, at, torch (also vtables/typeinfo, const methods), and the C shims of the
@@ -34,13 +33,12 @@ _MAX_ARCHS = 64
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVK]*(?:3c10|2at|5torch)|aoti_torch_|torch_")
 _RUNTIME = re.compile(r"lib(cudart|nvrtc|cublas|cublasLt)\.so\.(\d+)$")
 _SHOWN = 5
+_Fixes = tuple[Remedy, ...]
 
 
 def parse_gpu_arch(text: str) -> tuple[str, ...]:
     """`--gpu-arch sm_90,sm_100` (also `9.0,10.0` or `90,100`) -> ("sm_90", "sm_100"); ValueError when unclear.
-
-    These name GPUs, so an `a`/`f` suffix (sm_90a) is accepted and dropped: an sm_90a GPU is a 9.0 GPU.
-    """
+    An `a`/`f` suffix (sm_90a) is dropped: an sm_90a GPU is a 9.0 GPU."""
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or not all(parts):
         raise ValueError(f"--gpu-arch {text[:80]!r}: give comma-separated GPU architectures, e.g. sm_90,sm_100")
@@ -48,12 +46,9 @@ def parse_gpu_arch(text: str) -> tuple[str, ...]:
         raise ValueError(f"--gpu-arch: {len(parts)} architectures; at most {_MAX_ARCHS}")
     out: list[str] = []
     for part in parts:
-        m = _DOTTED.fullmatch(part)
-        number = int(m.group(1)) * 10 + int(m.group(2)) if m else None
-        m2 = None if m else _ARCH.fullmatch(part.lower())
-        if m2:
-            number = int(m2.group(1))
-        if number is None or not 30 <= number <= 199:
+        dotted, plain = _DOTTED.fullmatch(part), _ARCH.fullmatch(part.lower())
+        number = int(dotted[1]) * 10 + int(dotted[2]) if dotted else int(plain[1]) if plain else 0
+        if not 30 <= number <= 199:
             raise ValueError(
                 f"--gpu-arch: {part[:40]!r} is not a GPU architecture; write sm_90, sm_100 or 9.0, 10.0 "
                 "(comma-separated)"
@@ -62,25 +57,14 @@ def parse_gpu_arch(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _capability(arch: str) -> tuple[int, int]:
-    number = int(arch.removeprefix("sm_"))
-    return number // 10, number % 10
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    label: str  # "GPU 0 (NVIDIA H200)" or "--gpu-arch sm_100"
-    capability: tuple[int, int]
-
-
-def _targets(facts: Facts, gpu_arch: tuple[str, ...] | None) -> list[_Target]:
+def _targets(facts: Facts, gpu_arch: tuple[str, ...] | None) -> list[tuple[str, tuple[int, int]]]:
+    """(label, capability): "GPU 0 (NVIDIA H200, 9.0)" or "--gpu-arch sm_100"."""
     out = [
-        _Target(f"GPU {d.index} ({d.name}, {d.capability[0]}.{d.capability[1]})", d.capability)
+        (f"GPU {d.index} ({d.name}, {d.capability[0]}.{d.capability[1]})", d.capability)
         for d in facts.gpus.devices
         if d.capability is not None
     ]
-    out += [_Target(f"--gpu-arch {a}", _capability(a)) for a in gpu_arch or ()]
-    return out
+    return out + [(f"--gpu-arch {a}", divmod(int(a.removeprefix("sm_")), 10)) for a in gpu_arch or ()]
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -148,17 +132,12 @@ class _Check:
         self.skipped: list[str] = []
 
     def fail(
-        self,
-        fid: str,
-        ext: Extension,
-        title: str,
-        detail: str,
-        evidence: dict[str, object],
-        fixes: tuple[Remedy, ...] | None = None,
+        self, fid: str, ext: Extension, title: str, detail: str, ev: dict[str, object], fixes: _Fixes = ()
     ) -> None:
+        """A fail finding about `ext`; its remedy, unless given, is reinstalling its implementation."""
         base = {"implementation": ext.impl, "distribution": ext.dist, "file": ext.path}
-        fixes = remedies.reinstall(self.facts, ext.impl) if fixes is None else fixes
-        self.findings.append(Finding(fid, Severity.FAIL, title, detail, {**base, **evidence}, fixes))
+        fixes = fixes or remedies.reinstall(self.facts, ext.impl)
+        self.findings.append(Finding(fid, Severity.FAIL, title, detail, {**base, **ev}, fixes))
 
     def arch_remedies(self, ext: Extension, capability: tuple[int, int]) -> tuple[Remedy, ...]:
         major = capability[0]
@@ -172,14 +151,13 @@ class _Check:
             return (remedies.planned(Rebuild(FLASH_ATTN, text, env, from_source=True)),)
         return remedies.reinstall(self.facts, ext.impl)
 
-    # -- GPU code --------------------------------------------------------------------------------------------
     def kernels(self, ext: Extension, fb: FatbinInfo, cudart: int | None) -> None:
         name = os.path.basename(ext.path)
         row = self.served[ext.relpath] = _Served(ext.dist, fb)
         driver = _version(self.facts.gpus.cuda_driver_version or "")
         by_capability: dict[tuple[int, int], list[str]] = {}
-        for target in self.targets:  # eight H200s make one finding, not eight
-            by_capability.setdefault(target.capability, []).append(target.label)
+        for label, capability in self.targets:  # eight H200s make one finding, not eight
+            by_capability.setdefault(capability, []).append(label)
         for capability, labels in by_capability.items():
             cubins, ptx = fb.serves(capability)
             if cubins:
@@ -204,7 +182,6 @@ class _Check:
                 self.arch_remedies(ext, capability),
             )
 
-    # -- CUDA runtime ------------------------------------------------------------------------------------------
     def runtime(self, ext: Extension, elf: ElfInfo) -> int | None:
         libs = {m.group(1): int(m.group(2)) for n in elf.needed if (m := _RUNTIME.match(n))}
         cudart = libs.get("cudart")
@@ -227,7 +204,6 @@ class _Check:
             )
         return cudart
 
-    # -- GLIBC / GLIBCXX -------------------------------------------------------------------------------------
     def libc(self, ext: Extension, elf: ElfInfo) -> None:
         problems: list[str] = []
         evidence: dict[str, object] = {}
@@ -276,17 +252,16 @@ class _Check:
                 '"version `...\' not found (required by ...)"; it was built on a newer Linux than this one.',
                 evidence,
                 (
-                    Remedy(
+                    remedies.run(
                         "(2) Use a build made for this system (a wheel whose manylinux tag is not newer than "
                         f"{system or 'this glibc'}, or a source build here), or run the server in a newer OS image. "
                         "`ldd --version` shows the system's glibc.",
-                        actions=(RunCommand(("ldd", "--version")),),
+                        ("ldd", "--version"),
                     ),
                     *remedies.reinstall(self.facts, ext.impl),
                 ),
             )
 
-    # -- torch ABI -------------------------------------------------------------------------------------------
     def torch_symbols(self, ext: Extension, elf: ElfInfo) -> None:
         if self.facts.torch is None:
             return
@@ -311,7 +286,9 @@ class _Check:
         if not missing:
             return
         torch_v = self.facts.torch.version or "?"
-        pin = next((r for r in _requires(self.states, ext.impl) if r.replace(" ", "").startswith("torch==")), None)
+        state = self.states.get(ext.impl)
+        declared = state.dist.requires if state is not None and state.dist is not None else ()
+        pin = next((r for r in declared if r.replace(" ", "").startswith("torch==")), None)
         why = f"; it declares {pin}" if pin else ""
         self.fail(
             "binary.undefined_symbol",
@@ -352,14 +329,14 @@ class _Check:
         return self.findings
 
     def summary(self) -> Finding:
-        jit = {row.dist: ext for ext, row in self.jit_only()}
+        jit = {row.dist: self.extensions[rel] for rel, row in self.served.items() if row.jit}
         fixes: list[Remedy] = []
         if not self.targets:
             fixes.append(
-                Remedy(
+                remedies.run(
                     "No GPU is visible: name the GPUs the server will run on (a CI runner building an image) to have "
                     "each extension judged against them.",
-                    actions=(RunCommand(("fa-doctor", "check", "--gpu-arch", "sm_90,sm_100")),),
+                    ("fa-doctor", "check", "--gpu-arch", "sm_90,sm_100"),
                 )
             )
         for dist, ext in jit.items():
@@ -367,7 +344,7 @@ class _Check:
                 text = f"{dist} has only PTX for some GPUs, JIT-compiled at the first call (slow). {fix.text}"
                 fixes.append(replace(fix, text=text))
         severity = Severity.INFO if fixes else Severity.OK
-        judged = ", ".join(t.label for t in self.targets) or "no GPU and no --gpu-arch: nothing to judge against"
+        judged = ", ".join(t[0] for t in self.targets) or "no GPU and no --gpu-arch: nothing to judge against"
         return Finding(
             "binary.archs",
             severity,
@@ -375,19 +352,11 @@ class _Check:
             Lines([*(r.line(rel) for rel, r in self.served.items()), f"Judged against: {judged}", *self.skipped]),
             {
                 "extensions": {rel: row.to_dict() for rel, row in self.served.items()},
-                "targets": [t.label for t in self.targets],
+                "targets": [t[0] for t in self.targets],
                 "skipped": self.skipped,
             },
             tuple(fixes),
         )
-
-    def jit_only(self) -> list[tuple[Extension, _Served]]:
-        return [(self.extensions[rel], row) for rel, row in self.served.items() if row.jit]
-
-
-def _requires(states: Mapping[str, ImplState], key: str) -> tuple[str, ...]:
-    state = states.get(key)
-    return state.dist.requires if state is not None and state.dist is not None else ()
 
 
 def _unreadable(facts: Facts, ext: Extension, error: str) -> Finding:

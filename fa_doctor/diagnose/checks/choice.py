@@ -6,7 +6,7 @@ from fa_doctor.catalog.families import BY_KEY
 from fa_doctor.diagnose.checks import remedies
 from fa_doctor.diagnose.checks.override import best_valid
 from fa_doctor.diagnose.derive.inventory import ImplState
-from fa_doctor.diagnose.derive.selection import PhaseChoice, Selection
+from fa_doctor.diagnose.derive.selection import PhaseChoice, Selection, implementation_for
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.probes.environment import OVERRIDE
@@ -26,8 +26,8 @@ def _same(sel: Selection) -> bool:
 
 def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, override: int | None) -> list[Finding]:
     out: list[Finding] = []
-    phases = [sel.prefill] if _same(sel) else list(sel.phases)
-    label = "prefill and decode" if _same(sel) else None
+    same = _same(sel)
+    phases, label = ([sel.prefill], "prefill and decode") if same else (list(sel.phases), None)
     evidence = sel.to_dict()
     for choice in phases:
         where = label or choice.phase
@@ -53,7 +53,8 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                 fixes += remedies.reinstall(facts, choice.implementation)
             if choice.source == "flag":
                 alt = f"--attention-backend fa{good}" if good else "--attention-backend triton"
-                fixes.append(Remedy(f"Change the flag: {alt} works here.", ()))
+                state = implementation_for(good, facts, states)[0] if good else None
+                fixes.append(Remedy(f"Change the flag: {alt} {_proven(facts, state.impl.key if state else None)}.", ()))
             fixes += _auto(facts)
             out.append(
                 Finding(
@@ -79,17 +80,20 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
             )
         else:
             source = facts.sglang.fa4_from if facts.sglang and choice.implementation == "fa4-sglang" else ""
+            seen = bool(facts.gpus.devices)
             out.append(
                 Finding(
                     "selection.ok",
                     Severity.OK,
-                    f"FA{choice.version} will run for {where}: {_label(choice)}",
-                    choice.why + "." + (f" FA4 comes from {source}." if source else ""),
+                    f"FA{choice.version} {'will run' if seen else 'is selected'} for {where}: {_label(choice)}",
+                    choice.why
+                    + "."
+                    + (f" FA4 comes from {source}." if source else "")
+                    + ("" if seen else f" It {_proven(facts, choice.implementation)}."),
                     evidence,
                 )
             )
     if override is not None and facts.flags.any:
-        flagged = {p.phase: p for p in sel.phases}
         names = [f for f in (facts.flags.attention, facts.flags.prefill, facts.flags.decode) if f]
         if any(n != f"fa{override}" for n in names):
             out.append(
@@ -97,10 +101,10 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                     "selection.conflict",
                     Severity.WARN,
                     f"{OVERRIDE}={override} and the backend flags disagree",
-                    f"The flags ask for {', '.join(sorted(set(names)))}; SGLang itself obeys the flags, "
-                    f"so FA{override} runs "
-                    "only if your launcher rewrites them from the variable. fa-doctor reports the override's choice.",
-                    {"override": override, "flags": names, "selection": {k: v.to_dict() for k, v in flagged.items()}},
+                    f"The flags ask for {', '.join(sorted(set(names)))}; SGLang itself obeys the flags, so "
+                    f"FA{override} runs only if your launcher rewrites them from the variable. fa-doctor reports the "
+                    "override's choice.",
+                    {"override": override, "flags": names, "selection": {p.phase: p.to_dict() for p in sel.phases}},
                     (
                         remedies.unset_override(None),
                         Remedy(f"Or make the flags match the override: --attention-backend fa{override}."),
@@ -108,6 +112,21 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                 )
             )
     return out
+
+
+def _proven(facts: Facts, key: str | None) -> str:
+    """What a claim that `key` runs rests on: a visible GPU, the --gpu-arch named, or nothing (issue #26)."""
+    if facts.gpus.devices:
+        return "works here"
+    impl = BY_KEY.get(key or "")
+    if facts.gpu_arch and impl is not None:
+        other = [a for a in facts.gpu_arch if not impl.supports(divmod(int(a.removeprefix("sm_")), 10))]
+        if not other:
+            return f"is supported on {', '.join(facts.gpu_arch)} (from --gpu-arch); no GPU here ran it"
+        return (
+            f"is not proven here: no GPU seen, and {impl.label} runs on {impl.capability_text}, not {', '.join(other)}"
+        )
+    return "is what the installed packages provide; no GPU seen: not proven here"
 
 
 def _auto(facts: Facts) -> tuple[Remedy, ...]:

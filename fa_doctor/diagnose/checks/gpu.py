@@ -3,20 +3,9 @@
 from __future__ import annotations
 
 from fa_doctor.diagnose.checks import remedies
-from fa_doctor.model.actions import RunCommand
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.intents import CudaTorch, InstallTorch
-
-
-def _describe(facts: Facts) -> str:
-    parts = [
-        f"GPU {d.index}: {d.name} (sm_{d.capability[0]}{d.capability[1]})"
-        if d.capability
-        else f"GPU {d.index}: {d.name}"
-        for d in facts.gpus.devices
-    ]
-    return "; ".join(parts)
 
 
 def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = False) -> list[Finding]:
@@ -37,19 +26,25 @@ def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = Fals
                 f"{why}. Package and override checks still run; the kernel smoke test cannot.{judged}",
                 evidence,
                 (
-                    Remedy(
+                    remedies.run(
                         "Run on the GPU machine, or check the driver and CUDA_VISIBLE_DEVICES.",
-                        actions=(RunCommand(("nvidia-smi",)), RunCommand(("printenv", "CUDA_VISIBLE_DEVICES"))),
+                        ("nvidia-smi",),
+                        ("printenv", "CUDA_VISIBLE_DEVICES"),
                     ),
                 ),
             )
         ]
+    described = "; ".join(
+        f"GPU {d.index}: {d.name}" + (f" (sm_{d.capability[0]}{d.capability[1]})" if d.capability else "")
+        for d in gpus.devices
+    )
+    driver = f"; driver {gpus.driver_version}" if gpus.driver_version else ""
     out = [
         Finding(
             "gpu.found",
             Severity.OK,
             f"{len(gpus.devices)} GPU(s) visible (via {gpus.source})",
-            _describe(facts) + (f"; driver {gpus.driver_version}" if gpus.driver_version else ""),
+            described + driver,
             evidence,
         )
     ]
@@ -68,9 +63,9 @@ def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = Fals
                 "or newer), so no implementation is judged against this GPU; the smoke test still runs on it.",
                 {"devices": [d.to_dict() for d in unknown]},
                 (
-                    Remedy(
+                    remedies.run(
                         "Ask the driver directly; an old nvidia-smi or a MIG/vGPU setup may not report it.",
-                        actions=(RunCommand(("nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv")),),
+                        ("nvidia-smi", "--query-gpu=index,name,compute_cap", "--format=csv"),
                     ),
                 ),
             )
@@ -78,9 +73,7 @@ def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = Fals
     old = [d for d in gpus.devices if d.capability is not None and d.capability < (8, 0)]
     if old:
         names = ", ".join(
-            f"GPU {d.index} {d.name} (compute capability {d.capability[0]}.{d.capability[1]})"
-            for d in old
-            if d.capability
+            f"GPU {d.index} {d.name} (compute capability {'.'.join(map(str, d.capability or ()))})" for d in old
         )
         out.append(
             Finding(

@@ -1,25 +1,5 @@
-"""The other knobs that pin or steer an FA version (reference/fa-selection.md section 7).
-
-Each rule below was read in released code, fetched with `pip download --no-deps` (docs/fix.md has the list):
-- sglang 0.5.23 wheel, `sglang/srt/environ.py`: `SGLANG_USE_SGL_FA3_KERNEL = EnvBool(True)`; `EnvBool.parse`
-  accepts true/1/yes/y and false/0/no/n (lower-cased), and `EnvField.get` turns any other value into a warning
-  `Invalid value for ...: "<value>" is not a valid boolean value, using default "True"` and the default.
-  `SGLANG_IS_FLASHINFER_AVAILABLE` is read by `utils/common.py` `get_bool_env_var`, which counts only
-  true/1 as true: anything else (yes, on, TRUE is fine since it is lower-cased) warns and means false.
-- flash-attn 2.8.3.post2 sdist, `flash_attn/flash_attn_interface.py` L11 (and setup.py L65):
-  `os.getenv("FLASH_ATTENTION_TRITON_AMD_ENABLE", "FALSE") == "TRUE"`: exactly `TRUE`, no case folding.
-- vLLM, per release, from fa-doctor's catalog (catalog/servers.py VLLM, read from each release's wheel): whether
-  envs.py declares VLLM_FLASH_ATTN_VERSION (0.7.0-0.14.1), the values its own assert takes (`in [2, 3]` up to
-  0.12.0; 0.13.0-0.14.1 copy it into the config unchecked), the Literal of `--attention-config.flash_attn_version`
-  (2, 3 in 0.13.0-0.16.0; 2, 3, 4 from 0.17.0) and each FA version's "only supported on ..." reason; `int(value)`
-  (envs.py) stops vLLM at start-up on anything else than an integer.
-- SGLANG_INKLING_FA4_USE_PIP: flash_attention_v4.py of the releases the catalog lists (0.5.16-0.5.22) compares it
-  with exactly "1" and then imports pip's flash_attn.cute.
-- the FA4 4.0.0b36 wheel and SGLang 0.5.23's vendored copy, `flash_attn/cute/interface.py`
-  `_get_device_arch`: `FLASH_ATTENTION_ARCH` picks the kernel path (SM80/SM90/SM100/SM120), parsed by
-  `^(?:sm_?|SM_?)?(\\d+)(\\d)([af]?)$` (else `ValueError: Invalid arch format` at the first FA4 call); the
-  compilation target is `CUTE_DSL_ARCH` (SGLang's AOT cache falls back to `sm_{major}{minor}` of the GPU).
-"""
+"""The other knobs that pin or steer an FA version (reference/fa-selection.md section 7); where each rule was read
+in released code: docs/fix.md, "Knob facts"."""
 
 from __future__ import annotations
 
@@ -89,8 +69,6 @@ def _sgl_fa3_kernel(facts: Facts, value: str) -> list[Finding]:
 
 
 def _inkling(facts: Facts, value: str) -> list[Finding]:
-    """SGLANG_INKLING_FA4_USE_PIP: flash_attention_v4.py compares it with exactly "1" (the releases that read it
-    come from the catalog)."""
     name = "SGLANG_INKLING_FA4_USE_PIP"
     make = _maker(name, value, _unset(name, "Unset it: SGLang then uses its vendored FA4."))
     readers = server_rules.sglang_reading(name)
@@ -120,7 +98,7 @@ def _inkling(facts: Facts, value: str) -> list[Finding]:
     )
 
 
-def _flashinfer_flag(value: str) -> list[Finding]:
+def _flashinfer_flag(_facts: Facts, value: str) -> list[Finding]:
     name = "SGLANG_IS_FLASHINFER_AVAILABLE"
     if value.lower() in _GET_BOOL:
         return []
@@ -157,9 +135,6 @@ def _vllm_rules(version: str) -> tuple[VllmRules | None, str]:
 
 
 def _vllm_version(facts: Facts, value: str) -> list[Finding]:
-    """Each rule read from the release's own wheel (catalog/servers.py VLLM): whether envs.py declares the
-    variable, the values its assert takes, `--attention-config.flash_attn_version`'s Literal, and the reason each
-    FA version gives when vLLM's support check fails."""
     name = "VLLM_FLASH_ATTN_VERSION"
     vllm = facts.scan.first(names.VLLM)
     if vllm is None:
@@ -360,39 +335,23 @@ def _triton_amd(facts: Facts, value: str) -> list[Finding]:
 
 def check_knobs(facts: Facts) -> list[Finding]:
     env = facts.env
-    out: list[Finding] = []
-    if "SGLANG_USE_SGL_FA3_KERNEL" in env:
-        out += _sgl_fa3_kernel(facts, env["SGLANG_USE_SGL_FA3_KERNEL"])
-    if "SGLANG_IS_FLASHINFER_AVAILABLE" in env:
-        out += _flashinfer_flag(env["SGLANG_IS_FLASHINFER_AVAILABLE"])
-    if "SGLANG_INKLING_FA4_USE_PIP" in env:
-        out += _inkling(facts, env["SGLANG_INKLING_FA4_USE_PIP"])
-    if "VLLM_FLASH_ATTN_VERSION" in env:
-        out += _vllm_version(facts, env["VLLM_FLASH_ATTN_VERSION"])
-    if "FLASH_ATTENTION_ARCH" in env:
-        out += _fa4_arch(facts, env["FLASH_ATTENTION_ARCH"])
-    if "CUTE_DSL_ARCH" in env:
-        out += _dsl_arch(facts, env["CUTE_DSL_ARCH"])
-    if "FLASH_ATTENTION_TRITON_AMD_ENABLE" in env:
-        out += _triton_amd(facts, env["FLASH_ATTENTION_TRITON_AMD_ENABLE"])
+    out = [f for name, read in _READERS.items() if name in env for f in read(facts, env[name])]
     out += _fa4_cache(env)
-    for name in ("FLASH_ATTENTION_FORCE_BUILD", "FLASH_ATTN_CUDA_ARCHS"):
-        if name in env:
-            out.append(
-                Finding(
-                    "knob.active",
-                    Severity.INFO,
-                    f"{name} is set (build time only)",
-                    "It affects building flash-attn from source, not which FA version runs.",
-                    {"variable": name, "value": shown(env[name])},
-                )
-            )
-    return out
+    build = [name for name in ("FLASH_ATTENTION_FORCE_BUILD", "FLASH_ATTN_CUDA_ARCHS") if name in env]
+    return out + [
+        Finding(
+            "knob.active",
+            Severity.INFO,
+            f"{name} is set (build time only)",
+            "It affects building flash-attn from source, not which FA version runs.",
+            {"variable": name, "value": shown(env[name])},
+        )
+        for name in build
+    ]
 
 
 def _fa4_cache(env: Mapping[str, str]) -> list[Finding]:
-    """FA4's persistent compile cache: the folder is read only when the cache is on, and then created at import
-    (`import flash_attn.cute` raises PermissionError when it cannot be)."""
+    """FA4's compile cache folder: read only when the cache is on, then created at import."""
     folder = env.get(catalog.FA4_CACHE_DIR)
     enabled = env.get(catalog.FA4_CACHE_ENABLED) == catalog.FA4_CACHE_ENABLED_ON
     if folder is None:
@@ -429,3 +388,14 @@ def _fa4_cache(env: Mapping[str, str]) -> list[Finding]:
             ),
         )
     ]
+
+
+_READERS: dict[str, Callable[[Facts, str], list[Finding]]] = {
+    "SGLANG_USE_SGL_FA3_KERNEL": _sgl_fa3_kernel,
+    "SGLANG_IS_FLASHINFER_AVAILABLE": _flashinfer_flag,
+    "SGLANG_INKLING_FA4_USE_PIP": _inkling,
+    "VLLM_FLASH_ATTN_VERSION": _vllm_version,
+    "FLASH_ATTENTION_ARCH": _fa4_arch,
+    "CUTE_DSL_ARCH": _dsl_arch,
+    "FLASH_ATTENTION_TRITON_AMD_ENABLE": _triton_amd,
+}

@@ -65,15 +65,9 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
             )
         ], None
     if version is None:
-        reads = (
-            ""
-            if facts.sglang is None
-            else (
-                f" The installed SGLang {facts.sglang.version} "
-                f"{'reads' if facts.sglang.reads_override else 'does not read'}"
-                " it itself."
-            )
-        )
+        sgl = facts.sglang
+        verb = "reads" if sgl and sgl.reads_override else "does not read"
+        reads = f" The installed SGLang {sgl.version} {verb} it itself." if sgl else ""
         return [
             Finding(
                 "override.unset",

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import os
-import re
 from collections import defaultdict
 from collections.abc import Mapping
 
 from fa_doctor.catalog import names
-from fa_doctor.catalog.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of, normalize
+from fa_doctor.catalog.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of
 from fa_doctor.diagnose.checks import remedies
 from fa_doctor.diagnose.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
-from fa_doctor.diagnose.derive.requires import installed
-from fa_doctor.model.actions import Action, RunCommand, move_aside
+from fa_doctor.diagnose.derive.requires import installed, name_of
+from fa_doctor.model.actions import Action, move_aside
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
-from fa_doctor.model.install import ModuleSpot
+from fa_doctor.model.install import Distribution, ModuleSpot
 from fa_doctor.model.intents import ReinstallOwners, Satisfy
 
 # Requirements that break imports when wrong (torch pins of compiled builds, the FA4 runtime).
@@ -39,31 +38,26 @@ def _reinstall_for(facts: Facts, normalized: str) -> tuple[Remedy, ...]:
 
 
 def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
-    found = [s for s in states.values() if s.installed]
-    if not found:
-        return [
-            Finding(
-                "package.none",
-                Severity.FAIL,
-                "No FlashAttention implementation is installed",
-                f"None of {', '.join(sorted({i.distributions[0] for i in IMPLEMENTATIONS}))} is installed for "
-                f"{facts.target.executable}.",
-                {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
-                (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),
-            ),
-            *freshness(facts),
-        ]
-    listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in found if s.dist}
-    return [
-        Finding(
+    listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in states.values() if s.dist}
+    if listing:
+        head = Finding(
             "package.found",
             Severity.OK,
             "FlashAttention packages found",
             "; ".join(f"{k}: {v}" for k, v in listing.items()),
             listing,
-        ),
-        *freshness(facts),
-    ]
+        )
+    else:
+        head = Finding(
+            "package.none",
+            Severity.FAIL,
+            "No FlashAttention implementation is installed",
+            f"None of {', '.join(sorted({i.distributions[0] for i in IMPLEMENTATIONS}))} is installed for "
+            f"{facts.target.executable}.",
+            {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
+            (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),
+        )
+    return [head, *freshness(facts)]
 
 
 # Whose releases fa-doctor's catalog tracks and judges by: the servers, the FA packages and SGLang's kernels.
@@ -102,10 +96,10 @@ def freshness(facts: Facts) -> list[Finding]:
             "release it knows, not from the released artifacts.",
             {"catalog_generated_on": date, "newer": newer},
             (
-                Remedy(
+                remedies.run(
                     "Update fa-doctor (its catalog is part of the package), or regenerate the catalog from a checkout "
                     "of fa-doctor: `python scripts/regen_catalog.py` (docs/catalog.md).",
-                    actions=(RunCommand(("python", "-m", "pip", "install", "--upgrade", "fa-doctor")),),
+                    ("python", "-m", "pip", "install", "--upgrade", "fa-doctor"),
                 ),
             ),
         )
@@ -133,9 +127,8 @@ def conflicts(facts: Facts) -> list[Finding]:
                 "package.conflict",
                 Severity.FAIL,
                 f"{' and '.join(pair)} own the same files",
-                f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: "
-                "whichever was installed last "
-                "overwrote the other's copy, and uninstalling either deletes files the other needs.",
+                f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: whichever was installed "
+                "last overwrote the other's copy, and uninstalling either deletes files the other needs.",
                 {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
                 (remedies.planned(ReinstallOwners(tuple(pair))),),
             )
@@ -182,10 +175,10 @@ def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Find
                         "installed_at": dist.location,
                     },
                     (
-                        Remedy(
+                        remedies.run(
                             "Run the server from outside the source checkout, or remove the earlier copy from the path "
                             "(check PYTHONPATH and user site-packages).",
-                            actions=(RunCommand(("printenv", "PYTHONPATH")),),
+                            ("printenv", "PYTHONPATH"),
                         ),
                         *remedies.reinstall(facts, state.impl.key),
                     ),
@@ -198,29 +191,26 @@ def unmanaged(facts: Facts, spots: Mapping[str, ModuleSpot]) -> list[Finding]:
     """FA import names that resolve to files no installed distribution owns (a checkout, a leftover)."""
     out = []
     for name, spot in spots.items():
-        if not spot.found or spot.origin is None:
-            continue
-        owners = [
-            d
-            for d in facts.scan.distributions
-            if inside(spot.origin, owner_roots(d))
-            and (name in d.top_level or any(f.split("/", 1)[0].split(".")[0] == name for f in d.files or ()))
-        ]
-        if owners:
+        origin = spot.origin
+        if not spot.found or origin is None or any(_owns(d, name, origin) for d in facts.scan.distributions):
             continue
         out.append(
             Finding(
                 "package.unmanaged",
                 Severity.WARN,
                 f"`import {name}` loads files no installed distribution owns",
-                f"{name} resolves to {spot.origin}, which no distribution's metadata lists: "
-                "a source checkout, a copied "
-                "folder, or what an uninstall left behind. Its version cannot be known.",
-                {"module": name, "resolves_to": spot.origin},
-                _move_stray(spot.name, spot.kind, spot.origin, spot.search_locations, spot.entry),
+                f"{name} resolves to {origin}, which no distribution's metadata lists: a source checkout, a "
+                "copied folder, or what an uninstall left behind. Its version cannot be known.",
+                {"module": name, "resolves_to": origin},
+                _move_stray(spot.name, spot.kind, origin, spot.search_locations, spot.entry),
             )
         )
     return out
+
+
+def _owns(dist: Distribution, name: str, origin: str) -> bool:
+    in_files = (f.split("/", 1)[0].split(".")[0] == name for f in dist.files or ())
+    return inside(origin, owner_roots(dist)) and (name in dist.top_level or any(in_files))
 
 
 def _move_stray(name: str, kind: str, origin: str, search: tuple[str, ...], entry: str | None) -> tuple[Remedy, ...]:
@@ -269,11 +259,11 @@ def requirements(facts: Facts) -> list[Finding]:
         unmet = unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])
         if not unmet:
             continue
-        torch_pin = any(_name_of(r) == "torch" for r, _ in unmet)
+        torch_pin = any(name_of(r) == "torch" for r, _ in unmet)
         missing = any(have == "not installed" for _, have in unmet)
         severity = Severity.FAIL if missing or torch_pin else Severity.WARN
         # torch first: a pin on another torch decides what can be done about everything else.
-        ordered = sorted(unmet, key=lambda u: _name_of(u[0]) != names.TORCH)
+        ordered = sorted(unmet, key=lambda u: name_of(u[0]) != names.TORCH)
         detail = "; ".join(f"requires {r}, found {have}" for r, have in ordered)
         if torch_pin and dist.normalized not in names.SERVERS:
             detail += (
@@ -298,11 +288,6 @@ def requirements(facts: Facts) -> list[Finding]:
             )
         )
     return out
-
-
-def _name_of(requirement: str) -> str:
-    head = re.match(r"\s*([A-Za-z0-9._-]*)", requirement)
-    return normalize(head.group(1) if head else "")
 
 
 def _move_shadowed(facts: Facts, name: str) -> tuple[Remedy, ...]:

@@ -1,10 +1,5 @@
-"""The three documented remedies as checks state them: (1) unset or fix the override, (2) reinstall a
-compatible package, (3) let auto-detection pick.
-
-(3) is a shell and launch-command change, made here; (1) and (2) are intents (`fa_doctor.model.intents`): which
-version, from which index, under which constraints, and whether a value "works here" is decided by the planner
-after every check ran.
-"""
+"""The three documented remedies as checks state them: (1) unset or fix the override, (2) reinstall a compatible
+package (intents the planner writes), (3) let auto-detection pick."""
 
 from __future__ import annotations
 
@@ -18,6 +13,11 @@ from fa_doctor.probes.environment import OVERRIDE
 def planned(intent: Intent, text: str = "") -> Remedy:
     """A remedy whose actions the planner decides."""
     return Remedy(text, intent=intent)
+
+
+def run(text: str, *argvs: tuple[str, ...]) -> Remedy:
+    """A remedy whose actions are commands to run and read."""
+    return Remedy(text, actions=tuple(RunCommand(a) for a in argvs))
 
 
 def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
@@ -40,9 +40,7 @@ def pinned(facts: Facts) -> bool:
 
 
 def unset_override(valid: int | None = None) -> Remedy:
-    """Remedy (1): unset the override; with `valid`, setting it to that version is a second, separate remedy (the
-    planner writes both: pasting one block never undoes the other, and "works here" is said only where it is
-    proven)."""
+    """Remedy (1): unset the override; with `valid`, setting it to that version is a second remedy (plan/pin.py)."""
     return planned(Override(valid))
 
 

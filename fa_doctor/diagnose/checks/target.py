@@ -5,9 +5,9 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping
 
-from fa_doctor.model.actions import RunCommand
+from fa_doctor.diagnose.checks import remedies
 from fa_doctor.model.facts import Facts
-from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.finding import Finding, Severity
 
 
 def check_target(facts: Facts, why: str, own_prefix: str, env: Mapping[str, str]) -> list[Finding]:
@@ -38,12 +38,7 @@ def check_target(facts: Facts, why: str, own_prefix: str, env: Mapping[str, str]
                 f"{target.prefix} is fa-doctor's own installation (a pipx or tools venv is rarely the server's); "
                 f"${variable} is {prefix}. The verdict is about fa-doctor's environment, not the server's.",
                 {**evidence, "active": active},
-                (
-                    Remedy(
-                        "Check the server's interpreter.",
-                        actions=(RunCommand(("fa-doctor", "check", "--python", python)),),
-                    ),
-                ),
+                (remedies.run("Check the server's interpreter.", ("fa-doctor", "check", "--python", python)),),
             )
         )
     return out

@@ -1,16 +1,10 @@
-"""The server's own unmet requirements, and which distribution a missing module belongs to.
-
-A smoke test that fails on `No module named 'orjson'` is not an FA problem: orjson is a requirement of the
-installed sglang that pip never installed. This module names the distribution that requires the module and
-turns that distribution's unmet requirements (as `pip check` reports them) into an install that holds torch
-and the server's other pins where they are.
-"""
+"""The server's own unmet requirements, and which distribution a missing module (`orjson`) belongs to."""
 
 from __future__ import annotations
 
 import re
 
-from fa_doctor.catalog.families import normalize
+from fa_doctor.catalog.families import FA_DISTRIBUTIONS, normalize
 from fa_doctor.catalog.names import MODULE_OWNERS
 from fa_doctor.diagnose.derive.requires import installed, name_of, requires, server
 from fa_doctor.model.facts import Facts
@@ -37,7 +31,6 @@ def who_requires(facts: Facts, module: str) -> Distribution | None:
 def for_problem(facts: Facts, key: str, problem: object) -> tuple[Remedy, ...]:
     """The reinstall for a smoke-test failure, unless a missing module belongs to another distribution's
     unmet requirements (sglang's `orjson`): then that distribution's requirements are the remedy."""
-    from fa_doctor.catalog.families import FA_DISTRIBUTIONS
     from fa_doctor.diagnose.derive.inventory import unmet_requirements
 
     evidence = getattr(problem, "evidence", None) or {}

@@ -1,7 +1,4 @@
-"""Derived facts: for each FA implementation, is it installed, would it import, can it run on these GPUs.
-
-Every reason is collected, never only the first: override, selection and package checks all read this.
-"""
+"""For each FA implementation: installed, would it import, can it run on these GPUs; every reason collected."""
 
 from __future__ import annotations
 
@@ -10,17 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fa_doctor.catalog import ecosystem, names
-from fa_doctor.catalog.families import (
-    FA2,
-    FA3,
-    FA3_SGL,
-    FA4,
-    FA4_SGLANG,
-    IMPLEMENTATIONS,
-    VLLM_FA,
-    Implementation,
-    normalize,
-)
+from fa_doctor.catalog.families import FA4_SGLANG, IMPLEMENTATIONS, Implementation, normalize
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.install import Distribution, ModuleSpot
 from fa_doctor.probes.modules import by_stem, resolve
@@ -50,17 +37,12 @@ class ImplState:
         return self.importable and not self.gpu_reasons
 
     def problems(self) -> list[str]:
-        out = [] if self.installed else [f"{self.impl.label} is not installed"]
-        out += list(self.broken)
-        out += [self.shadowed] if self.shadowed else []
-        return out + list(self.gpu_reasons)
+        missing = [] if self.installed else [f"{self.impl.label} is not installed"]
+        return [*missing, *self.broken, *([self.shadowed] if self.shadowed else []), *self.gpu_reasons]
 
 
 def owner_roots(dist: Distribution) -> list[str]:
-    roots = [dist.location]
-    if dist.editable_dir:
-        roots.append(dist.editable_dir)
-    return [os.path.realpath(r) for r in roots]
+    return [os.path.realpath(r) for r in (dist.location, *filter(None, [dist.editable_dir]))]
 
 
 def inside(path: str, roots: Iterable[str]) -> bool:
@@ -71,25 +53,23 @@ def inside(path: str, roots: Iterable[str]) -> bool:
 def missing_files(dist: Distribution) -> list[str]:
     if not dist.files:
         return []
-    base = dist.location
     skip = (".pyc", "RECORD.jws", "RECORD.p7s")
-    out = []
-    for rel in dist.files:
-        if rel.endswith(skip) or rel.startswith(("..", "/")) or "__pycache__" in rel:
-            continue
-        if not os.path.lexists(os.path.join(base, rel)):
-            out.append(rel)
-    return out
+    return [
+        rel
+        for rel in dist.files
+        if not (rel.endswith(skip) or rel.startswith(("..", "/")) or "__pycache__" in rel)
+        and not os.path.lexists(os.path.join(dist.location, rel))
+    ]
 
 
 def _native_present(spot_dir: str | None, leaf: str, sys_path: Iterable[str]) -> bool:
     """A compiled module `leaf` beside a package dir (or top-level on the path when spot_dir is None)."""
     dirs = [spot_dir] if spot_dir else [p for p in sys_path if p]
-    for d in dirs:
-        for name in by_stem(d).get(leaf, ()):
-            if name.endswith(".so") or (name == leaf and os.path.isdir(os.path.join(d, leaf))):
-                return True
-    return False
+    return any(
+        name.endswith(".so") or (name == leaf and os.path.isdir(os.path.join(d, leaf)))
+        for d in dirs
+        for name in by_stem(d).get(leaf, ())
+    )
 
 
 def marker_env(facts: Facts) -> dict[str, str]:
@@ -125,8 +105,7 @@ def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | N
         have = facts.scan.index.get(name)
         if have is None:
             out.append((str(req), "not installed"))
-            continue
-        if requirements.contains(req.specifier, have) is False:  # None: not a version or specifier, say nothing
+        elif requirements.contains(req.specifier, have) is False:  # None: not a version or specifier, say nothing
             out.append((str(req), f"{name} {have}"))
     return out
 
@@ -198,13 +177,9 @@ def _assess(impl: Implementation, facts: Facts) -> ImplState:
             )
         for native in impl.native:
             parent, _, leaf = native.rpartition(".")
-            pdir = None
-            if parent:
-                pspot = resolve(parent, path, py)
-                pdir = os.path.dirname(pspot.origin) if pspot.kind == "package" and pspot.origin else None
-                if pdir is None:
-                    continue
-            if not _native_present(pdir, leaf, path):
+            pspot = resolve(parent, path, py) if parent else None
+            pdir = os.path.dirname(pspot.origin) if pspot and pspot.kind == "package" and pspot.origin else None
+            if (pdir or not parent) and not _native_present(pdir, leaf, path):
                 broken.append(
                     f"compiled module {native} is missing (the CUDA build of {dist.name} was skipped or removed)"
                 )
@@ -226,26 +201,18 @@ def _assess(impl: Implementation, facts: Facts) -> ImplState:
 
 
 def gpu_reasons(impl: Implementation, facts: Facts) -> list[str]:
-    out = []
-    for device in facts.gpus.devices:
-        cap = device.capability
-        if cap is not None and not impl.supports(cap):
-            out.append(
-                f"GPU {device.index} ({device.name}) has compute capability {cap[0]}.{cap[1]}; "
-                f"{impl.label} runs on {impl.capability_text}"
-            )
-    if facts.gpus.devices and impl.min_torch_cuda:
-        cuda = facts.torch_cuda
-        if cuda is not None and cuda < impl.min_torch_cuda:
-            need = ".".join(map(str, impl.min_torch_cuda))
-            out.append(
-                f"torch is built for CUDA {facts.torch.cuda if facts.torch else '?'}; {impl.label} needs >= {need}"
-            )
+    out = [
+        f"GPU {d.index} ({d.name}) has compute capability {d.capability[0]}.{d.capability[1]}; "
+        f"{impl.label} runs on {impl.capability_text}"
+        for d in facts.gpus.devices
+        if d.capability is not None and not impl.supports(d.capability)
+    ]
+    cuda = facts.torch_cuda
+    if facts.gpus.devices and impl.min_torch_cuda and cuda is not None and cuda < impl.min_torch_cuda:
+        need = ".".join(map(str, impl.min_torch_cuda))
+        out.append(f"torch is built for CUDA {facts.torch.cuda if facts.torch else '?'}; {impl.label} needs >= {need}")
     return out
 
 
 def assess_all(facts: Facts) -> dict[str, ImplState]:
     return {impl.key: _assess(impl, facts) for impl in IMPLEMENTATIONS}
-
-
-__all__ = ["FA2", "FA3", "FA3_SGL", "FA4", "FA4_SGLANG", "VLLM_FA", "ImplState", "assess_all"]

@@ -1,8 +1,4 @@
-"""What the installed distributions declare, read safely: versions and requirement lines are hostile text.
-
-Checks and the planner ask here which version is installed, what a distribution requires of another for this
-environment (markers evaluated as pip does), and which server is installed.
-"""
+"""What the installed distributions declare, read safely: versions and requirement lines are hostile text."""
 
 from __future__ import annotations
 

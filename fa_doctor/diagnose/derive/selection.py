@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fa_doctor.catalog import names
+from fa_doctor.catalog import names, server_rules
 from fa_doctor.catalog.server_rules import PHASES, DefaultRule
 from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.model.facts import Facts
@@ -100,12 +101,13 @@ def _refusals(
                 (stops if refusal.models == "any" else some).append(text)
     gate = rules.gate(backend)
     for major in sorted({c[0] for c in facts.capabilities}) if gate else ():
-        admits = gate.admits(major) if gate else None
-        if admits is None and gate:
+        assert gate is not None
+        admits = gate.admits(major)
+        if admits is None:
             gates.append(
                 f"SGLang {sgl.version} refuses {backend} on sm_{major}x at start-up: `{gate.error}` ({gate.file})"
             )
-        elif admits == "mha" and gate:
+        elif admits == "mha":
             some.append(f"for MLA models on sm_{major}x, SGLang {sgl.version} raises `{gate.error}` at start-up")
     return stops, some, gates
 
@@ -150,8 +152,6 @@ def _implementation(
                     f"and {names.SGLANG_KERNEL} is not installed"
                 )
             elif sgl.rules and sgl.rules.fa4 == "sgl_kernel.flash_attn" and (phase in (None, "decode")):
-                from fa_doctor.catalog import server_rules
-
                 dist = facts.scan.first(*names.SGL_KERNELS)
                 kfacts = server_rules.kernel(dist.version) if dist else None
                 if kfacts and kfacts.fa4_decode:
@@ -167,27 +167,16 @@ def _implementation(
         # The server's GPU gate only where the implementation's own GPU check does not already say it.
         stops += [] if state.gpu_reasons else gates
         return state, [*state.problems(), *stops, *reasons], some
-    candidates = {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])
-    states_v = [states[k] for k in candidates]
-    for state in states_v:
-        if state.usable:
-            return state, [], []
-    best = next((s for s in states_v if s.installed), states_v[0] if states_v else None)
-    if best is None:
+    # The first usable candidate, else the first installed one (its problems say why), else the first.
+    candidates = [states[k] for k in {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])]
+    ranked = sorted(candidates, key=lambda s: (not s.usable, not s.installed))
+    if not ranked:
         return None, [f"there is no FA{version}"], []
-    return best, best.problems(), []
+    return ranked[0], ranked[0].problems(), []
 
 
-_KNOWN_ATOMS = {
-    # Assumed for the server fa-doctor checks: no speculative decoding, no hierarchical cache, CUDA, not ROCm,
-    # NPU or MPS.
-    "no-spec": True,
-    "hicache": False,
-    "cuda": True,
-    "hip": False,
-    "npu": False,
-    "mps": False,
-}
+# Assumed for the server fa-doctor checks: no speculative decoding, no hierarchical cache, CUDA, not ROCm, NPU or MPS.
+_KNOWN_ATOMS = {"no-spec": True, "hicache": False, "cuda": True, "hip": False, "npu": False, "mps": False}
 # Properties of the model, which fa-doctor does not know: (assumed value, the condition in words, negated).
 _MODEL_ATOMS: dict[str, tuple[bool, str, str]] = {
     "fa3-arch": (True, "the model's architecture is one of {archs}", "the model's architecture is not one of {archs}"),
@@ -204,9 +193,8 @@ _FALLBACK_DEFAULT = (
 
 
 def sglang_default(facts: Facts) -> tuple[str | None, str]:
-    """SGLang's default backend for an MHA model without speculative decoding: the installed release's own rule
-    (the catalog's, or read from its files), evaluated for GPU 0 and this torch; a rule that depends on the model
-    is noted when it names an FA backend."""
+    """SGLang's default backend for an MHA model without speculative decoding, by the installed release's own rule
+    for GPU 0 and this torch; a condition on the model is noted when the rule names an FA backend."""
     first = facts.first_capability  # SGLang reads the current device, GPU 0 of what it sees (else --gpu-arch)
     if first is None:
         return None, "no GPU visible: SGLang picks by GPU (fa3 on Hopper with CUDA >= 12.3)"
@@ -285,16 +273,12 @@ def rejected_backend(name: str, flag: str, facts: Facts) -> str | None:
     if simple in choices:
         return f"SGLang's backend names are exact and lower-case: `{name}` is rejected, use `{simple}` ({refusal})"
     if _FA_LIKE.match(simple):
-        import difflib
-
         near = difflib.get_close_matches(simple, sorted(FA_BACKENDS), n=1, cutoff=0.75)
         return (
             f"`{name}` is not an SGLang attention backend: SGLang knows fa3 and fa4 (FA2 is only a fallback inside "
             f"its FA3 path) and non-FA backends such as flashinfer and triton; {refusal}"
             + (f"; did you mean `{near[0]}`?" if near else "")
         )
-    import difflib
-
     close = difflib.get_close_matches(simple, sorted(choices), n=1, cutoff=0.6)
     hint = f"; did you mean `{close[0]}`?" if close else f"; its choices are {', '.join(sorted(choices))}"
     return f"`{name}` is not an SGLang attention backend: {refusal}{hint}"
@@ -315,17 +299,10 @@ def _fa_choice(
     flag: str | None,
 ) -> PhaseChoice:  # fmt: skip
     state, problems, some = _implementation(version, facts, states, phase, flag)
-    missing = _missing_flag(flag, facts)
-    if some:
-        why += "; " + "; ".join(some)
+    why += "".join(f"; {s}" for s in some)
+    key = state.impl.key if state else None
     return PhaseChoice(
-        phase,
-        backend,
-        version,
-        state.impl.key if state else None,
-        source,
-        why,
-        (*([missing] if missing else []), *problems),
+        phase, backend, version, key, source, why, (*filter(None, [_missing_flag(flag, facts)]), *problems)
     )
 
 
@@ -364,19 +341,13 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
             chosen = flag or flags.attention
             which = f"--{phase}-attention-backend" if flag else "--attention-backend"
             phases.append(_phase(phase, chosen, "flag", f"{which} {chosen}", facts, states, which))
-        elif flags.any and facts.sglang is not None:
-            phases.append(
-                _phase(
-                    phase,
-                    default,
-                    "sglang-default",
-                    f"no flag for {phase}: SGLang's default, {default_why}",
-                    facts,
-                    states,
-                )
-            )
         elif facts.sglang is not None:
-            phases.append(_phase(phase, default, "sglang-default", f"SGLang's default: {default_why}", facts, states))
+            why = (
+                f"no flag for {phase}: SGLang's default, {default_why}"
+                if flags.any
+                else f"SGLang's default: {default_why}"
+            )
+            phases.append(_phase(phase, default, "sglang-default", why, facts, states))
         else:
             phases.append(_auto(phase, facts, states))
     return Selection(phases[0], phases[1], default, default_why, *_knowledge(facts))
@@ -384,8 +355,6 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
 
 def _knowledge(facts: Facts) -> tuple[str, str]:
     """(the catalog's date, where the installed SGLang's rules were read)."""
-    from fa_doctor.catalog import server_rules
-
     date = server_rules.generated_on()
     sgl = facts.sglang
     if sgl is None:
@@ -398,30 +367,14 @@ def _knowledge(facts: Facts) -> tuple[str, str]:
 
 def _auto(phase: str, facts: Facts, states: dict[str, ImplState]) -> PhaseChoice:
     """Without SGLang: the newest FA whose install is healthy and supports the GPU (transformers' rule)."""
-    usable = sorted(
-        (s for s in states.values() if s.usable and s.impl.key not in ("fa4-sglang", "vllm-fa")),
-        key=lambda s: s.impl.version,
-        reverse=True,
-    )
-    if usable:
-        best = usable[0]
-        gpu_note = "" if facts.capabilities else " (no GPU visible to check it against)"
-        return PhaseChoice(
-            phase,
-            None,
-            best.impl.version,
-            best.impl.key,
-            "auto",
-            f"auto-detection: the newest healthy FA installed is {best.impl.label}{gpu_note}",
-        )
-    installed = [s for s in states.values() if s.installed and s.impl.key not in ("fa4-sglang", "vllm-fa")]
-    problems = tuple(p for s in installed for p in s.problems())
+    own = [s for s in states.values() if s.impl.key not in ("fa4-sglang", "vllm-fa")]
+    best = max((s for s in own if s.usable), key=lambda s: s.impl.version, default=None)
+    if best is not None:
+        note = "" if facts.capabilities else " (no GPU visible to check it against)"
+        why = f"auto-detection: the newest healthy FA installed is {best.impl.label}{note}"
+        return PhaseChoice(phase, None, best.impl.version, best.impl.key, "auto", why)
+    problems = tuple(p for s in own if s.installed for p in s.problems())
+    why = "auto-detection found no usable FA implementation"
     return PhaseChoice(
-        phase,
-        None,
-        None,
-        None,
-        "auto",
-        "auto-detection found no usable FA implementation",
-        problems or ("no FlashAttention implementation is installed",),
+        phase, None, None, None, "auto", why, problems or ("no FlashAttention implementation is installed",)
     )

@@ -1,25 +1,18 @@
-"""Whether fa-doctor can carry out an action here: the one rule the planner marks a remedy by (its `fa-doctor fix
---apply --only ...` hint, "fa-doctor can do it") and `fix --apply` refuses by, before any proof that needs the
-index or the disk.
-
-`refusal(action, ground, ...)` is a pure function of the action, of what the target holds (`Ground`: torch and
-whether it is a CUDA build, the server's exact pins, names with two copies, a compiler, git) and of what the user
-allowed (--allow-torch-change). The planner calls it with the check's facts (`ground_of`), `fix --apply` with the
-target as it reads it just before its proofs (`fa_doctor.fix.proofs.ground`); what it refuses, apply refuses in the
-same words. Apply then proves the rest (pip's resolver, the files on disk).
-
-Feasibility first: no build without nvcc and a CUDA torch; no install that lets pip choose or move torch.
-"""
+"""Whether fa-doctor can carry out an action here: the one rule the planner marks remedies by and `fix --apply`
+refuses by, in the same words (docs/fix.md, "One rule for what fa-doctor can do")."""
 
 from __future__ import annotations
 
+import posixpath
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fa_doctor.catalog import names
 from fa_doctor.catalog.families import normalize
 from fa_doctor.catalog.knobs import OVERRIDE
+from fa_doctor.diagnose.derive.requires import version_of
 from fa_doctor.model.actions import (
     Action,
     BuildFromClone,
@@ -63,10 +56,8 @@ def runnable(action: Action) -> bool:
 def refusal(
     action: Action, ground: Ground, *, torch_move: bool = False, allow_torch_change: bool = False
 ) -> str | None:
-    """None when fa-doctor can carry out `action` here; otherwise why not, in one sentence.
-
-    `torch_move`: the action comes from a remedy marked as replacing torch; it runs only with `allow_torch_change`
-    (the planner's hint for such a remedy carries --allow-torch-change, so it asks with it)."""
+    """None when fa-doctor can carry out `action` here, else why not; `torch_move`: the remedy is marked as replacing
+    torch, allowed only with `allow_torch_change`."""
     if isinstance(action, (SetEnv, UnsetEnv)):
         return "it changes a variable of the calling shell, which a child process cannot do: paste it there"
     if isinstance(action, RunCommand):
@@ -112,8 +103,6 @@ def _build(ground: Ground) -> str | None:
 def _install(
     pip: PipInstall, ground: Ground, torch_move: bool, allow_torch_change: bool, own: str | None
 ) -> str | None:
-    from fa_doctor.diagnose.derive.requires import version_of
-
     for opt in pip.options:
         if opt.split("=", 1)[0] in _FORBIDDEN_OPTIONS:
             return f"the option {opt!r} reads files fa-doctor did not make"
@@ -196,8 +185,6 @@ def protected_names(servers: Iterable[Distribution]) -> frozenset[str]:
 def owned_paths(dist: Distribution) -> tuple[tuple[str, str], ...]:
     """A distribution's metadata folder and its top-level packages (torch's `torch/` even without top_level.txt),
     each with the distribution's name and version."""
-    import posixpath
-
     tops = {*dist.top_level, *(("torch",) if dist.normalized == names.TORCH else ())}
     label = f"{dist.normalized} {dist.version}"
     paths = (dist.metadata_dir, *(posixpath.join(dist.location, t) for t in sorted(tops) if t))
@@ -206,8 +193,6 @@ def owned_paths(dist: Distribution) -> tuple[tuple[str, str], ...]:
 
 def ground_from(dists: Iterable[Distribution], *, cuda_torch: bool, nvcc: str | None, git: str | None) -> Ground:
     """The ground from the distributions on the search path (each name's first copy first)."""
-    from collections import Counter
-
     first: dict[str, Distribution] = {}
     counts: Counter[str] = Counter()
     for dist in dists:

@@ -1,15 +1,5 @@
-"""The one remedy planner: run after every check, it turns each remedy's intent into typed actions.
-
-Rules it holds for every install (docs/remedies.md):
-- constraints: the installed torch and every exact pin of the server, its pin of the package being installed
-  included (sglang 0.5.23 pins its kernel package ==0.4.10);
-- an explicit version where the index has only pre-releases; `--no-cache-dir` on every rebuild;
-- only commands the resolver can satisfy: where none exists (the server pins another torch than the one
-  installed) it says so and offers the coherent alternatives, the one that moves torch marked as such;
-- every `fa-doctor fix` hint carries the target options it was computed for.
-Without facts (explain without --python) there is no torch to hold: no install is planned, only the check
-that would plan one.
-"""
+"""The one remedy planner: run after every check, it turns each remedy's intent into typed actions (its rules:
+docs/remedies.md, "Who writes a remedy")."""
 
 from __future__ import annotations
 
@@ -17,14 +7,14 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from fa_doctor.catalog import ecosystem, names
+from fa_doctor.catalog.families import family_of
+from fa_doctor.catalog.knobs import OVERRIDE
 from fa_doctor.diagnose.derive.requires import installed, name_of, requirement
 from fa_doctor.diagnose.plan import feasible, recipes
-from fa_doctor.diagnose.plan.constraints import Unheld, pip_install, reinstall_same
-from fa_doctor.diagnose.plan.pin import override_remedies
-from fa_doctor.diagnose.plan.satisfy import alternatives, satisfy
+from fa_doctor.diagnose.plan.recipes import Unheld, alternatives, pip_install, reinstall_same, satisfy
 from fa_doctor.diagnose.plan.torch import cuda_torch, install_torch
 from fa_doctor.model import intents as I
-from fa_doctor.model.actions import RunCommand
+from fa_doctor.model.actions import RunCommand, SetEnv, UnsetEnv
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy
 
@@ -49,11 +39,8 @@ def mark(remedy: Remedy, ground: feasible.Ground | None) -> Remedy:
     steps = [a for a in remedy.actions if feasible.runnable(a)]
     if ground is None or not steps:
         return remedy
-    for action in steps:
-        why = feasible.refusal(action, ground, torch_move=remedy.replaces_torch, allow_torch_change=True)
-        if why is not None:
-            return replace(remedy, refused=why)
-    return replace(remedy, refused="")
+    refusals = (feasible.refusal(a, ground, torch_move=remedy.replaces_torch, allow_torch_change=True) for a in steps)
+    return replace(remedy, refused=next((why for why in refusals if why is not None), ""))
 
 
 def _for_target(remedy: Remedy, target: tuple[str, ...]) -> Remedy:
@@ -68,14 +55,10 @@ def _for_target(remedy: Remedy, target: tuple[str, ...]) -> Remedy:
 
 
 def unique(remedies: list[Remedy]) -> list[Remedy]:
-    seen: set[tuple[object, ...]] = set()
-    out = []
+    first: dict[tuple[object, ...], Remedy] = {}
     for r in remedies:
-        key = (r.text, r.commands, r.actions)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
-    return out
+        first.setdefault((r.text, r.commands, r.actions), r)
+    return list(first.values())
 
 
 def expand(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
@@ -100,6 +83,37 @@ def expand(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
         joined = remedy.text.rstrip() + " " + head.text
         return (replace(head, text=joined, commands=remedy.commands + head.commands), *planned[1:])
     return planned
+
+
+UNSET_FIX = 'eval "$(fa-doctor fix --unset-override)"'
+
+
+def override_remedies(facts: Facts | None, valid: int | None) -> tuple[Remedy, ...]:
+    """Remedy (1): unset, and set to a valid version, as two blocks to paste whole; "works here" only with a GPU."""
+    unset = Remedy(
+        f"(1) Unset {OVERRIDE} in this shell (`{UNSET_FIX}` does it) and remove it from env files and launch "
+        "scripts (`fa-doctor fix --unset-override --env-file FILE`).",
+        actions=(UnsetEnv(OVERRIDE),),
+    )
+    if valid is None:
+        return (unset,)
+    how = f"`fa-doctor fix --unset-override --set {valid}` (with `--env-file FILE` for files)"
+    if facts is None:
+        why = f"a value this machine may support (`fa-doctor check` says whether FA{valid} runs)"
+    elif facts.gpus.devices:
+        why = f"a value that works here: FA{valid} is installed and supports the visible GPUs"
+    elif facts.gpu_arch:
+        why = (
+            f"a value the installed FA{valid} supports on {', '.join(facts.gpu_arch)} (--gpu-arch); no GPU here ran it"
+        )
+    else:
+        why = (
+            f"a value the installed packages provide (FA{valid}); no GPU is visible here, so whether it runs is not "
+            "known: `fa-doctor check` on the GPU machine says"
+        )
+    return unset, Remedy(
+        f"(1) Or set {OVERRIDE} to {valid} instead, {why}: {how}.", actions=(SetEnv(OVERRIDE, str(valid)),)
+    )
 
 
 def _check_first(remedy: Remedy, intent: I.Intent) -> Remedy:
@@ -135,9 +149,7 @@ def _expand(intent: I.Intent, facts: Facts) -> tuple[Remedy, ...]:
 def _rebuild(facts: Facts, intent: I.Rebuild) -> Remedy:
     version = installed(facts, intent.name) or ecosystem.latest(intent.name)
     spec = f"{intent.name}=={version}" if version else intent.name
-    options: tuple[str, ...] = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
-    if intent.from_source:
-        options += ("--no-binary", intent.name)
+    options = recipes.REBUILD + (("--no-binary", intent.name) if intent.from_source else ())
     env = intent.env if any(k == "MAX_JOBS" for k, _ in intent.env) else (*intent.env, ("MAX_JOBS", names.BUILD_JOBS))
     text = intent.text or (
         f"(2) Rebuild {intent.name} against the installed torch: no build isolation (the build sees this torch) and "
@@ -148,8 +160,6 @@ def _rebuild(facts: Facts, intent: I.Rebuild) -> Remedy:
 
 def _owners(facts: Facts, owners: tuple[str, ...]) -> Remedy:
     """Reinstall so the FA4 package's copy of the shared files is the one left on disk."""
-    from fa_doctor.catalog.families import family_of
-
     specs = [
         (n, v)
         for n, v in (o.split(" ", 1) for o in owners if " " in o)

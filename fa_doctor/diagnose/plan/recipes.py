@@ -1,23 +1,99 @@
-"""Remedy (2), reinstall a compatible package, per FA implementation, from the catalog's release facts.
-
-Each recipe installs only into the interpreter that runs the server, holds torch and the server's pins, names
-an explicit version where the index has only pre-releases, and never reuses pip's wheel cache for a rebuild.
-Where no consistent choice exists, it says so and gives the coherent alternatives (planner.alternatives).
-The kernel package is the one the server requires (sgl-kernel up to sglang 0.5.9, sglang-kernel after), at its pin;
-flash-attn-4 is the newest beta whose requirements admit the server's pins and the target's Python; and an install
-pip's resolver refused when the catalog was generated (catalog/servers.py INSTALLS) is never printed.
-"""
+"""Remedies (2) and the server's unmet requirements, from the catalog's release facts: each install holds the
+installed torch and the server's exact pins on the FA stack; printed text is bounded (docs/remedies.md)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Sequence
+
 from fa_doctor.catalog import ecosystem, names, urls
-from fa_doctor.diagnose.derive.requires import exact_pin, installed, name_of, public, requirement, requires, server
-from fa_doctor.diagnose.plan.constraints import jobs, keep, keep_except, pip_install, reinstall_same, server_pins
+from fa_doctor.catalog.families import normalize
+from fa_doctor.diagnose.derive.requires import (
+    applies,
+    exact_pin,
+    installed,
+    name_of,
+    public,
+    requirement,
+    requires,
+    server,
+)
+from fa_doctor.model import intents as I
 from fa_doctor.model.actions import Action, BuildFromClone, PipInstall, RunCommand
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
 
-_REBUILD = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
+_CLOSURE = frozenset(names.FA_CLOSURE)
+
+
+class Unheld(ValueError):
+    """torch is installed but its version cannot be read, so no install can promise to keep it."""
+
+
+def server_pins(facts: Facts) -> dict[str, str]:
+    """The server's exact pins on the FA stack for this environment: normalised name -> `name==X`."""
+    srv = server(facts)
+    pins: dict[str, str] = {}
+    if srv is None:
+        return pins
+    for text in srv.requires:
+        spec = requirement(text)
+        if spec and "==" in spec and applies(facts, text):
+            name = name_of(spec)
+            bare = re.sub(r"\[[^\]]*\]", "", spec)
+            # One exact pin only (`name==X`, X a version): it is printed, and the metadata it comes from is hostile.
+            if name in _CLOSURE and name != normalize(srv.name) and exact_pin(bare):
+                pins[name] = bare
+    return pins
+
+
+def keep(facts: Facts) -> tuple[str, ...]:
+    """Constraint lines: torch as installed, the server's pins (installed ones at their installed version)."""
+    if facts.scan.first(names.TORCH) is not None and installed(facts, names.TORCH) is None:
+        raise Unheld(f"the installed torch's version {facts.scan.index.get(names.TORCH)!r} is not a PEP 440 version")
+    pins = server_pins(facts)
+    out: list[str] = []
+    for name in dict.fromkeys([names.TORCH, *pins]):
+        have = installed(facts, name)
+        if have is not None:
+            out.append(f"{name}=={have}")
+        elif name in pins:
+            out.append(pins[name])
+    return tuple(out)
+
+
+def keep_except(facts: Facts, specs: Iterable[str]) -> tuple[str, ...]:
+    """`keep`, less the installed versions of what is being installed (the server's pin on them stays)."""
+    moving = {name_of(s) for s in specs}
+    pins = server_pins(facts)
+    out = []
+    for line in keep(facts):
+        name = name_of(line)
+        if name not in moving:
+            out.append(line)
+        elif name in pins and name != names.TORCH:
+            out.append(pins[name])
+    return tuple(out)
+
+
+def pip_install(
+    facts: Facts,
+    requirements: Iterable[str],
+    options: Iterable[str] = (),
+    constraints: Iterable[str] = (),
+    env: Iterable[tuple[str, str]] = (),
+) -> PipInstall:
+    """`pip install` into the interpreter that runs the server."""
+    return PipInstall(facts.target.executable, tuple(requirements), tuple(options), tuple(constraints), tuple(env))
+
+
+def reinstall_same(facts: Facts, *specs: str) -> PipInstall:
+    """The same versions again, without touching anything they depend on."""
+    return pip_install(facts, specs, ("--force-reinstall", "--no-deps"))
+
+
+_JOBS = (("MAX_JOBS", names.BUILD_JOBS),)
+REBUILD = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
 
 
 def torch_mm(facts: Facts) -> tuple[int, int] | None:
@@ -55,7 +131,6 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
     version = installed(facts, names.FLASH_ATTN)
     mm = torch_mm(facts)
     abi = facts.torch.cxx11_abi if facts.torch else None
-    py = (facts.target.version[0], facts.target.version[1])
     out: list[Remedy] = []
     fa4_have = installed(facts, names.FLASH_ATTN_4)
     after: tuple[Action, ...] = (reinstall_same(facts, f"{names.FLASH_ATTN_4}=={fa4_have}"),) if fa4_have else ()
@@ -69,7 +144,7 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
     cuda = cuda_major(facts)
     url = None
     if release and mm and cuda and abi is not None and facts.target.machine == "x86_64":
-        url = ecosystem.fa2_wheel(release, mm, cuda, abi, py, "linux_x86_64")
+        url = ecosystem.fa2_wheel(release, mm, cuda, abi, python(facts), "linux_x86_64")
     if url and mm:
         out.append(
             Remedy(
@@ -80,11 +155,9 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
         )
     target = version or ecosystem.latest(names.FLASH_ATTN)
     spec = f"{names.FLASH_ATTN}=={target}" if target else names.FLASH_ATTN
-    build = (
-        pip_install(facts, (spec,), _REBUILD, env=jobs())
-        if version
-        else pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), jobs())
-    )
+    build = pip_install(facts, (spec,), REBUILD, env=_JOBS)
+    if not version:
+        build = pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), _JOBS)
     out.append(
         Remedy(
             "(2) Build flash-attn for this torch: PyPI has only its source, and its setup.py imports torch, so it "
@@ -112,7 +185,7 @@ def fa3(facts: Facts) -> Remedy:
                 "hopper",
                 ("--no-build-isolation", "--no-deps", "--no-cache-dir"),
                 keep(facts),
-                jobs(),
+                _JOBS,
             ),
         ),
     )
@@ -234,25 +307,15 @@ def fa4(facts: Facts, key: str) -> Remedy:
     pins = {name_of(p): exact_pin(p) or "" for p in server_pins(facts).values()}
     spec = ecosystem.fa4_install_spec(cuda, pins, wanted, python(facts))
     if spec is None:
-        return _no_install(
-            f"(2) No {names.FLASH_ATTN_4} release in fa-doctor's catalog fits here: "
-            + (
-                f"{srv.name} {srv.version} requires {wanted} and pins {', '.join(server_pins(facts).values())}; "
-                if srv
-                else ""
-            )
-            + f"none of them also admits Python {'.'.join(map(str, python(facts)))}."
-        )
-    why = (
-        f"{names.FLASH_ATTN_4} has only pre-releases on the index, so the version is named"
-        if ecosystem.prerelease_only(names.FLASH_ATTN_4)
-        else "the newest release"
-    )
-    held = (
-        f"; {srv.name} requires {wanted}, and this is the newest release whose own requirements admit its pins"
-        if wanted and srv
-        else ""
-    )
+        text = f"(2) No {names.FLASH_ATTN_4} release in fa-doctor's catalog fits here: "
+        if srv:
+            text += f"{srv.name} {srv.version} requires {wanted} and pins {', '.join(server_pins(facts).values())}; "
+        return _no_install(text + f"none of them also admits Python {'.'.join(map(str, python(facts)))}.")
+    why, held = "the newest release", ""
+    if ecosystem.prerelease_only(names.FLASH_ATTN_4):
+        why = f"{names.FLASH_ATTN_4} has only pre-releases on the index, so the version is named"
+    if wanted and srv:
+        held = f"; {srv.name} requires {wanted}, and this is the newest release whose own requirements admit its pins"
     text = (
         f"(2) Install {spec} ({why}{held}) with its CuTe DSL runtime"
         + (" and the CUDA 13 libraries (the [cu13] extra adds them to the CUDA 12 ones)" if cuda == 13 else "")
@@ -315,3 +378,144 @@ def _no_install(text: str) -> Remedy:
     """No install is consistent here: say why; the check (re-run by the planner for the same target) shows
     the state after the user's choice."""
     return Remedy(text, actions=(RunCommand(("fa-doctor", "check")),))
+
+
+MAX_SPEC = 100  # characters of one requirement as printed (real ones: `orjson>=3.9.0,<4`)
+PER_LINE = 12  # requirements on one install line
+MAX_SPECS = 48  # requirements listed in all; beyond, `pip check` lists them
+
+
+def listed(items: Sequence[str], limit: int = 6) -> str:
+    """`items` for a sentence, at most `limit` of them, each bounded."""
+    shown = [i if len(i) <= MAX_SPEC else i[: MAX_SPEC - 3] + "..." for i in items[:limit]]
+    more = len(items) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def _pip_check(facts: Facts) -> RunCommand:
+    return RunCommand((facts.target.executable, "-m", "pip", "check"))
+
+
+def _install_lacking(facts: Facts, requirer: str, specs: list[str]) -> Remedy:
+    """Install `specs` (torch and the server's pins held), on lines a person can read and paste."""
+    fit = [s for s in specs if len(s) <= MAX_SPEC]
+    long = len(specs) - len(fit)
+    if len(fit) > MAX_SPECS:
+        return Remedy(
+            f"(2) {requirer} declares {len(specs)} requirements that are not installed: too many to print as "
+            "install lines; `pip check` lists them. Install them from the server's own instructions (torch held), "
+            "or install its missing dependencies in a fresh environment.",
+            actions=(_pip_check(facts),),
+        )
+    held = keep_except(facts, fit)
+    chunks = [fit[i : i + PER_LINE] for i in range(0, len(fit), PER_LINE)]
+    actions: list[Action] = [pip_install(facts, c, (), held) for c in chunks]
+    note = ""
+    if long:
+        note = (
+            f" {long} requirement(s) longer than {MAX_SPEC} characters are not printed (the metadata is unusual): "
+            "`pip check` names them."
+        )
+        actions.append(_pip_check(facts))
+    lines = " (one line per dozen)" if len(chunks) > 1 else ""
+    return Remedy(
+        f"(2) Install what {requirer} declares and lacks, at its own pins (as `pip check` reports them){lines}; "
+        f"torch and the server's pins are held as constraints.{note}",
+        actions=tuple(actions),
+    )
+
+
+def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
+    """Install what the server (or another distribution) declares and lacks; torch is never moved here: where a
+    requirement needs another torch, the coherent alternatives are offered instead."""
+    torch_now = installed(facts, names.TORCH)
+    specs: list[str] = []
+    bound: list[str] = []  # requirements that cannot be met without another torch
+    moved: list[str] = []  # installed at another version: moving them is the user's call
+    torch_spec: str | None = None
+    for text, have in intent.unmet:
+        spec = requirement(text)
+        if spec is None:
+            continue
+        name = name_of(spec)
+        if name == names.TORCH:
+            torch_spec = spec
+            continue
+        if have != "not installed":
+            moved.append(f"{spec} (found {have})")
+            continue
+        pin = exact_pin(spec)
+        torch_pin = ecosystem.pin(name, public(pin), names.TORCH) if pin else None
+        if torch_pin and torch_now and public(torch_pin) != public(torch_now):
+            bound.append(f"{spec} (built for torch {torch_pin} exactly)")
+        else:
+            specs.append(spec)
+    out: list[Remedy] = []
+    if torch_spec and exact_pin(torch_spec) and specs:
+        # Installed around a torch the requirer does not accept, the rest would be built for the wrong torch:
+        # the coherent set-ups below come first, and each brings its own requirements.
+        specs = []
+    if specs:
+        out.append(_install_lacking(facts, intent.requirer, specs))
+    if moved:
+        out.append(
+            Remedy(
+                f"{intent.requirer} pins other versions than the installed {listed(moved)}: fa-doctor leaves "
+                "installed packages as they are; `pip check` lists every mismatch.",
+                actions=(_pip_check(facts),),
+            )
+        )
+    if torch_spec or bound:
+        out += alternatives(facts, intent.requirer, torch_spec, bound)
+    return tuple(out)
+
+
+def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: list[str]) -> list[Remedy]:
+    """No install keeps both this torch and the server's pins: say so, then the two coherent ways out."""
+    torch_now = installed(facts, names.TORCH)
+    needs = listed(([torch_spec] if torch_spec else []) + bound)
+    server = facts.scan.first(requirer)
+    out = [
+        Remedy(
+            f"{requirer} requires {needs}, but torch {torch_now or 'is not installed'}"
+            + (" is installed" if torch_now else "")
+            + ": no install can satisfy both, so fa-doctor plans none that keeps this torch. Choose one of the "
+            "consistent set-ups below."
+        )
+    ]
+    if server is not None and torch_now and ecosystem.known(server.normalized):
+        # The release's Requires-Python must admit this Python.
+        pinning = ecosystem.releases_pinning(server.normalized, names.TORCH, torch_now, python(facts))
+        fits = [v for v in pinning if v != server.version]
+        if fits:
+            spec = f"{server.normalized}=={fits[0]}"
+            out.append(
+                resolvable(  # never an install pip's resolver refused when fa-doctor's catalog was made
+                    facts,
+                    Remedy(
+                        f"(a) Keep torch {torch_now}: install {spec}, the newest {server.normalized} release built "
+                        f"for torch {public(torch_now)} (its own pins follow; torch is held).",
+                        actions=(pip_install(facts, (spec,), (), (f"{names.TORCH}=={torch_now}",)),),
+                    ),
+                )
+            )
+        else:
+            out.append(
+                Remedy(
+                    f"(a) No {server.normalized} release in fa-doctor's catalog is built for torch "
+                    f"{public(torch_now)}: keeping this torch means another server build."
+                )
+            )
+    want = exact_pin(torch_spec)
+    if want:
+        moves = (f"{names.TORCH}=={want}", *(b.split(" ", 1)[0] for b in bound))
+        out.append(
+            Remedy(
+                f"(b) Move torch to {requirer}'s pin, torch=={want}: this REPLACES torch {torch_now or ''} (and "
+                "every package built against it must match); `fa-doctor fix --apply` takes this only with "
+                "--allow-torch-change.",
+                actions=(pip_install(facts, moves, (), keep_except(facts, moves)),),
+                replaces_torch=True,
+            )
+        )
+    return out

@@ -1,14 +1,10 @@
-"""torch itself: what to install when it is missing, and which CUDA build replaces a CPU build.
-
-The channels per release come from the catalog (download.pytorch.org's indexes); the channel must be one the
-driver runs, and on Blackwell (sm_100/sm_120) one whose builds carry code for it.
-"""
+"""torch itself: what to install when it is missing, and which CUDA build (catalog channel) replaces a CPU build."""
 
 from __future__ import annotations
 
 from fa_doctor.catalog import ecosystem, names, urls
 from fa_doctor.diagnose.derive.requires import public, requires, version_of
-from fa_doctor.diagnose.plan.constraints import keep, pip_install
+from fa_doctor.diagnose.plan.recipes import keep, pip_install
 from fa_doctor.model.actions import RunCommand
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
