@@ -1,10 +1,5 @@
-"""Where an import name resolves on a search path, found the way importlib would, without importing.
-
-Mirrors `importlib.machinery.PathFinder`/`FileFinder`: in each path entry, a package directory with
-`__init__` wins, then an extension module, then a `.py`; a directory without `__init__` is a namespace
-portion, used only when no entry has a regular module. Packages whose `__init__.py` calls
-`pkgutil.extend_path` search every entry for their submodules, like FA2 >= 2.8.4 does.
-"""
+"""Where an import name resolves on a search path, found as importlib's PathFinder/FileFinder would (a package with
+`__init__`, then an extension, then a `.py`; namespace portions last; `pkgutil.extend_path`), without importing."""
 
 from __future__ import annotations
 
@@ -45,11 +40,8 @@ def _extension_pattern(python: tuple[int, int]) -> re.Pattern[str]:
 
 
 def _find_in(directory: str, leaf: str, ext: re.Pattern[str]) -> tuple[str, str] | None:
-    """(kind, origin) for `leaf` in one directory, or ("namespace", dir), or None.
-
-    As importlib's FileFinder, only a regular file counts as a module or an ``__init__``: a FIFO or device
-    named ``__init__.py`` leaves a namespace portion (and is never opened).
-    """
+    """(kind, origin) for `leaf` in one directory, or ("namespace", dir), or None; only a regular file counts as a
+    module or an ``__init__``, as in importlib's FileFinder (a FIFO is never opened)."""
     names = listdir(directory)
     if leaf in names:
         pkg = os.path.join(directory, leaf)

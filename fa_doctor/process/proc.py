@@ -100,8 +100,7 @@ class Child:
         pidfd = _pidfd(self.pid)
         try:
             for name in ("stdout", "stderr"):
-                stream = getattr(self.proc, name)
-                sel.register(stream.fileno(), selectors.EVENT_READ, name)
+                sel.register(getattr(self.proc, name).fileno(), selectors.EVENT_READ, name)
             for fd, callback in (extra or {}).items():
                 sel.register(fd, selectors.EVENT_READ, callback)
             if pidfd is not None:
