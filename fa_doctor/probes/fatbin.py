@@ -136,24 +136,14 @@ def read_fatbin(elf: ElfInfo, *, deadline: float | None = None) -> FatbinInfo:
     except OSError as exc:
         return FatbinInfo(elf.path, True, section_size=sec.size, error=f"cannot open it ({exc.strerror or exc})")
     error: str | None = None
-    walk = _Walk(fd, sec.offset, sec.offset + sec.size, deadline)
+    w = _Walk(fd, sec.offset, sec.offset + sec.size, deadline)
     try:
-        walk.end = min(walk.end, os.fstat(fd).st_size)
-        walk.run()
+        w.end = min(w.end, os.fstat(fd).st_size)
+        w.run()
     except (ValueError, OSError, struct.error, OverflowError) as exc:
         error = str(exc)
     finally:
         os.close(fd)
-    archs = tuple(sorted(walk.counts, key=lambda a: (a.ptx, a.number, a.suffix)))
-    return FatbinInfo(
-        path=elf.path,
-        present=True,
-        cubins={a.name: walk.counts[a] for a in archs if not a.ptx},
-        ptx={a.name: walk.counts[a] for a in archs if a.ptx},
-        archs=archs,
-        containers=walk.containers,
-        entries=walk.entries,
-        compressed=walk.compressed,
-        section_size=sec.size,
-        error=error,
-    )
+    archs = tuple(sorted(w.counts, key=lambda a: (a.ptx, a.number, a.suffix)))
+    cubins, ptx = ({a.name: w.counts[a] for a in archs if a.ptx == kind} for kind in (False, True))
+    return FatbinInfo(elf.path, True, cubins, ptx, archs, w.containers, w.entries, w.compressed, sec.size, error)

@@ -64,30 +64,24 @@ def _exit_now(signum: int) -> None:
     os._exit(128 + signum)
 
 
-def _take(sig: int) -> object | None:
-    """Put the handler on `sig` unless the caller ignores it; returns what it replaced (None: left alone)."""
-    old = signal.getsignal(sig)
-    if old is signal.SIG_IGN and sig not in _handled:
-        _ignored_at_start.add(sig)
-        return None
-    return None if old is _handler else signal.signal(sig, _handler)
-
-
 _handled: set[int] = set()  # signals whose SIG_IGN is our own (set while one unwinds), not the caller's
 
 
 def _install(mode: str) -> dict[int, object]:
+    """The handler on each signal the caller does not ignore (main thread only); returns what it replaced."""
     global _mode
     previous: dict[int, object] = {}
-    try:
+    with contextlib.suppress(ValueError):  # not the main thread
         for sig in SIGNALS:
-            old = _take(sig)
-            if old is not None:
-                previous[sig] = old
-                _handled.add(sig)
+            old = signal.getsignal(sig)
+            if old is signal.SIG_IGN and sig not in _handled:
+                _ignored_at_start.add(sig)
+            elif old is not _handler:
+                signal.signal(sig, _handler)
+                if old is not None:
+                    previous[sig] = old
+                    _handled.add(sig)
         _mode = mode
-    except ValueError:  # not the main thread
-        pass
     return previous
 
 
