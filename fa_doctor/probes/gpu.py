@@ -1,6 +1,5 @@
-"""Which NVIDIA GPUs the server will see: NVML, else nvidia-smi, else torch in the target interpreter. Every failure
-becomes a line in ``GpuFacts.attempts``; nothing here prints or raises. NVML and nvidia-smi order devices by PCI bus,
-CUDA fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID: on mixed machines ``index`` may not be CUDA's."""
+"""Which NVIDIA GPUs the server will see: NVML, else nvidia-smi, else torch in the target interpreter; every failure
+is a line in ``GpuFacts.attempts``, nothing here prints or raises (device order: docs/internals.md, "GPUs")."""
 
 from __future__ import annotations
 
@@ -58,9 +57,8 @@ def _ordinals(value: str) -> list[int] | None:
 
 
 def parse_visible_devices(value: str | None, physical: Sequence[tuple[int, str | None]]) -> list[int] | None:
-    """Physical indices in CUDA order for a CUDA_VISIBLE_DEVICES value; None when unset (all visible). As the
-    driver (and torch.cuda._parse_visible_devices): the list stops at the first invalid entry, a repeat empties it,
-    a UUID entry is a prefix matching exactly one device."""
+    """Physical indices in CUDA order for a CUDA_VISIBLE_DEVICES value, as the driver reads it (docs/internals.md);
+    None when unset (all visible)."""
     if value is None:
         return None
     known = {p for p, _ in physical}
@@ -159,9 +157,7 @@ def _na(value: str) -> str | None:
 def _capability(value: str) -> tuple[tuple[int, int] | None, str | None]:
     """(major, minor) from "9.0", or None and the text as given ("9.0a" or "[N/A]" is not one to trust)."""
     m = _CAPABILITY.fullmatch(value.strip())
-    if m:
-        return (int(m.group(1)), int(m.group(2))), None
-    return None, value.strip()[:64]
+    return ((int(m.group(1)), int(m.group(2))), None) if m else (None, value.strip()[:64])
 
 
 def _int(value: str | None) -> int | None:
@@ -312,8 +308,7 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
     return facts("none", (), None, None)
 
 
-# The early probe: NVML's start (~100 ms) runs beside the CLI's imports; a check asking the same question (same
-# interpreter, environment and timeout) takes its answer, once, and probes again otherwise.
+# The early probe, beside the CLI's imports; a check asking the same question takes its answer, once.
 
 _early: tuple[tuple[str, dict[str, str], float], threading.Thread, dict[str, GpuFacts]] | None = None
 

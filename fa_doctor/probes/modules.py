@@ -81,11 +81,9 @@ def _search(leaf: str, locations: Sequence[str], ext: re.Pattern[str], name: str
         if kind == "namespace":
             portions.append(origin)
             continue
-        search = (
-            (os.path.dirname(origin),) if kind == "package" and origin.endswith(("__init__.py", "__init__.pyc")) else ()
-        )
-        if kind == "package" and not search:
-            search = (origin,)
+        search: tuple[str, ...] = ()
+        if kind == "package":
+            search = (os.path.dirname(origin),) if origin.endswith(("__init__.py", "__init__.pyc")) else (origin,)
         return ModuleSpot(name, kind, origin, search, entry)
     if portions:
         return ModuleSpot(name, "namespace", portions[0], tuple(portions), os.path.dirname(portions[0]))

@@ -1,8 +1,5 @@
-"""How `fix --apply` starts a command: bounded (proc.run), and ended with fa-doctor however fa-doctor ends.
-
-On Linux the command runs under `supervise.py` (fa-doctor's interpreter, `-I`), which gets a parent-death signal
-and ends the command and everything it started; elsewhere (no prctl, no /proc) the command runs directly.
-"""
+"""How `fix --apply` starts a command: bounded (proc.run) and, on Linux, under `supervise.py`, so that it ends with
+fa-doctor however fa-doctor ends (docs/internals.md, "fix --apply's commands")."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind.
-
-Each child gets a new session and a unique ``FA_DOCTOR_RUN`` token in its environment; ``collect`` reads its pipes
-until a deadline (never past a short grace after the child exits), keeping at most ``max_output`` bytes of each,
-then kills its group, its descendants and every process of ours carrying its token. ``terminate_all`` is safe in
-a signal handler (no lock). Why this design, and its limits: docs/internals.md, "Subprocesses".
-"""
+"""The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind (its group,
+descendants and every process carrying its ``FA_DOCTOR_RUN`` token are killed); ``terminate_all`` is safe in a
+signal handler. Design and limits: docs/internals.md, "Subprocesses"."""
 
 from __future__ import annotations
 
@@ -97,7 +93,10 @@ class Child:
         bufs = {"stdout": bytearray(), "stderr": bytearray()}
         truncated = timed_out = False
         sel = selectors.DefaultSelector()
-        pidfd = _pidfd(self.pid)
+        try:
+            pidfd: int | None = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # not Linux, kernel < 5.3, or already reaped
+            pidfd = None
         try:
             for name in ("stdout", "stderr"):
                 sel.register(getattr(self.proc, name).fileno(), selectors.EVENT_READ, name)
@@ -244,13 +243,6 @@ def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
 
 
 atexit.register(terminate_all, signal.SIGKILL, 0.0)
-
-
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):  # not Linux, kernel < 5.3, or already reaped
-        return None
 
 
 def _exited(proc: subprocess.Popen[bytes]) -> bool:

@@ -1,13 +1,11 @@
-"""Supervisor of one `fix --apply` command, run as `python -I -c <this file> COMMAND...` (stdlib only, never imported).
-
-Subreaper of what COMMAND starts; on SIGTERM (fa-doctor's parent-death signal), SIGINT or SIGHUP, or when COMMAND
-exits, it kills every process left under it. Its exit status is COMMAND's (a signal is re-raised on itself).
-"""
+"""Supervisor of one `fix --apply` command, run as `python -I -c <this file> COMMAND...` (stdlib only, never
+imported): it, COMMAND and all COMMAND starts end together (docs/internals.md, "fix --apply's commands")."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import glob
 import os
 import signal
 import subprocess
@@ -22,14 +20,9 @@ def _descendants() -> list[int]:
     found: list[int] = []
     todo = [os.getpid()]
     while todo and len(found) < 100000:
-        pid = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for task in tasks:
+        for path in glob.glob(f"/proc/{todo.pop()}/task/*/children"):
             try:
-                with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
+                with open(path, "rb") as fh:
                     kids = [int(p) for p in fh.read().split()]
             except (OSError, ValueError):
                 continue
