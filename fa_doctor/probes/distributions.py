@@ -29,8 +29,7 @@ _SMALL_BYTES = 1 << 16  # requires.txt, top_level.txt, direct_url.json, entry_po
 
 
 def _name_from_dirname(dirname: str) -> str:
-    stem = dirname.rsplit(".", 1)[0]
-    return normalize(stem.split("-", 1)[0])
+    return normalize(dirname.rsplit(".", 1)[0].split("-", 1)[0])
 
 
 class _Bounded(PathDistribution):

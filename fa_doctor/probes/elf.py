@@ -129,14 +129,7 @@ class _Strings:
     def get(self, offset: int) -> str:
         if offset >= self.sec.size:
             raise ElfFormatError(f"a string offset ({offset}) is past its table")
-        if self.blob is not None:
-            end = self.blob.find(b"\0", offset, offset + MAX_NAME)
-            raw = self.blob[offset : end if end >= 0 else offset + MAX_NAME]
-        else:
-            length = min(MAX_NAME, self.sec.size - offset)
-            chunk = self.reader.read(self.sec.offset + offset, length, "a name")
-            raw = chunk.split(b"\0", 1)[0]
-        return raw.decode("utf-8", "replace")
+        return self.raw(offset, MAX_NAME).split(b"\0", 1)[0].decode("utf-8", "replace")
 
     def raw(self, offset: int, length: int) -> bytes:
         if self.blob is not None:
