@@ -53,11 +53,9 @@ def _find_in(directory: str, leaf: str, ext: re.Pattern[str]) -> tuple[str, str]
             return "package", pkg
         if os.path.isdir(pkg):
             return "namespace", pkg
-    for n in by_stem(directory).get(leaf, ()):
-        if n.endswith(".so"):
-            m = ext.match(n)
-            if m and m.group("name") == leaf and is_regular(os.path.join(directory, n)):
-                return "extension", os.path.join(directory, n)
+    for n in by_stem(directory).get(leaf, ()):  # grouped by the part before the first dot: the name ext matches
+        if ext.match(n) and is_regular(os.path.join(directory, n)):
+            return "extension", os.path.join(directory, n)
     for suffix in (".py", ".pyc"):
         if leaf + suffix in names and is_regular(os.path.join(directory, leaf + suffix)):
             return "module", os.path.join(directory, leaf + suffix)
@@ -72,9 +70,7 @@ def _uses_extend_path(init_file: str) -> bool:
 def _search(leaf: str, locations: Sequence[str], ext: re.Pattern[str], name: str) -> ModuleSpot:
     portions: list[str] = []
     for entry in locations:
-        if not entry or not os.path.isdir(entry):
-            continue
-        hit = _find_in(entry, leaf, ext)
+        hit = _find_in(entry, leaf, ext) if entry and os.path.isdir(entry) else None
         if hit is None:
             continue
         kind, origin = hit

@@ -118,14 +118,11 @@ def _fa4(rules: SglangRules, root: str, scan: DistributionScan | None) -> tuple[
         facts = facts or (server_rules.kernel(pinned.group(1)) if pinned else None)
         module = facts.fa4 if facts and facts.fa4 else "flash_attn.cute"
         which = f"{kernel.name} {kernel.version}" if kernel else f"the kernel package ({rules.kernel or 'not pinned'})"
-        return (
-            module,
-            True,
-            (
-                f"SGLang {rules.version} calls sgl_kernel.flash_attn(..., ver=4), which takes FA4 from the CuTe copy "
-                f"inside {which} ({module}); the flash-attn-4 package is not used"
-            ),
+        text = (
+            f"SGLang {rules.version} calls sgl_kernel.flash_attn(..., ver=4), which takes FA4 from the CuTe copy "
+            f"inside {which} ({module}); the flash-attn-4 package is not used"
         )
+        return module, True, text
     if rules.fa4.startswith("sglang."):
         text = f"SGLang {rules.version}'s own vendored copy ({rules.fa4})"
         if rules.fa4_switch:
