@@ -1,17 +1,11 @@
-"""The tools a source build needs, found where the build would look: the CUDA compiler and git.
-
-A build of flash-attn or FA3 runs `torch.utils.cpp_extension`, which takes the CUDA toolkit from `CUDA_HOME` (or
-`CUDA_PATH`), else from the folder above `nvcc` on `PATH`, else `/usr/local/cuda`; its compiler is `bin/nvcc` there.
-Only whether the file is there and executable is asked: nothing is run.
-"""
+"""The tools a source build needs, found where torch.utils.cpp_extension would look (nothing is run): nvcc under
+`CUDA_HOME` (or `CUDA_PATH`), else on `PATH`, else in `/usr/local/cuda`; and git."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from collections.abc import Mapping
-
-_DEFAULT_CUDA = "/usr/local/cuda"
 
 
 def _executable(path: str) -> bool:
@@ -25,11 +19,8 @@ def find_nvcc(env: Mapping[str, str]) -> str | None:
         if home and os.path.isabs(home):
             nvcc = os.path.join(home, "bin", "nvcc")
             return nvcc if _executable(nvcc) else None  # cpp_extension takes this toolkit, nvcc or not
-    found = shutil.which("nvcc", path=env.get("PATH", ""))
-    if found:
-        return found
-    nvcc = os.path.join(_DEFAULT_CUDA, "bin", "nvcc")
-    return nvcc if _executable(nvcc) else None
+    default = "/usr/local/cuda/bin/nvcc"
+    return shutil.which("nvcc", path=env.get("PATH", "")) or (default if _executable(default) else None)
 
 
 def find_git(env: Mapping[str, str]) -> str | None:

@@ -1,18 +1,6 @@
-"""Installed distributions on the target's search path, read with importlib.metadata.
-
-fa-doctor reads the target's folders in its own process: the target interpreter reports its sys.path
-(probes/target.py) and each metadata folder on it is read by importlib.metadata's `PathDistribution`, whose
-parsing rules (METADATA through email, requires.txt sections, RECORD through csv) are those of every Python
->= 3.10. Running the reader inside the target instead would import email, csv and zipfile under the target's
-own sys.path (where a stray email.py in the working directory wins) and could not bound its reads.
-
-Two parts stay fa-doctor's own. Discovery: each path entry is listed once and only distributions whose name
-marks them as part of an FA stack are opened, so the cost stays flat in the number installed
-(`importlib.metadata.distributions(path=...)` would also open a path entry that is not a folder as a zip
-file: a FIFO there blocks it). Reading: `_Bounded.read_text`, the one method through which importlib.metadata
-touches the disk, reads through probes/files.py, so a FIFO named METADATA or a link to /dev/zero neither
-blocks nor fills memory, and what could not be read becomes the distribution's problem, never an exception.
-"""
+"""Installed distributions on the target's search path, read in fa-doctor's own process with importlib.metadata's
+`PathDistribution`: only FA-stack names are opened, each file through probes/files.py (bounded, never a FIFO); what
+could not be read is the distribution's `problem`, never an exception (docs/internals.md, "Distributions")."""
 
 from __future__ import annotations
 
@@ -30,10 +18,8 @@ from fa_doctor.model.install import Distribution, DistributionScan
 from fa_doctor.probes.files import read
 from fa_doctor.probes.modules import listdir
 
-# RECORDs of these are large and own nothing in FA namespaces: skip reading them.
 _SKIP_RECORD = frozenset({"torch", "sglang", "vllm", "transformers", "flashinfer-python"})
-# Each file is read up to its limit and its tail dropped: METADATA's headers come first; a RECORD of an FA
-# package is well under a megabyte. "" is an egg-info that is a file rather than a folder.
+# Each file is read up to its limit ("": an egg-info that is a file); RECORDs of _SKIP_RECORD are large, not read.
 _LIMITS = {
     **dict.fromkeys(("METADATA", "PKG-INFO", ""), 1 << 20),
     **dict.fromkeys(("RECORD", "installed-files.txt"), 8 << 20),
@@ -43,15 +29,12 @@ _SMALL_BYTES = 1 << 16  # requires.txt, top_level.txt, direct_url.json, entry_po
 
 
 def _name_from_dirname(dirname: str) -> str:
-    stem = dirname.rsplit(".", 1)[0]
-    return normalize(stem.split("-", 1)[0])
+    return normalize(dirname.rsplit(".", 1)[0].split("-", 1)[0])
 
 
 class _Bounded(PathDistribution):
-    """importlib.metadata's reader of one metadata folder, its files read through probes/files.py: regular files
-    only, never past their limit, bad UTF-8 replaced where importlib.metadata would raise, line ends as
-    `Path.read_text` gives them. Why a file gave no text is kept in `problems`, by name ("no such file", "empty",
-    "a FIFO, not a regular file", "unreadable: Permission denied")."""
+    """importlib.metadata's reader of one metadata folder, its files read through probes/files.py (bad UTF-8
+    replaced, line ends as `Path.read_text`); why a file gave no text is kept in `problems`, by name."""
 
     def __init__(self, folder: str) -> None:
         super().__init__(Path(folder))
@@ -78,9 +61,8 @@ def _first(meta: PackageMetadata, key: str) -> str | None:
 
 
 def _files(dist: _Bounded, entry: str, egg: bool) -> tuple[str, ...] | None:
-    """The installed files, relative to `entry`. An egg-info's are in installed-files.txt (pip's legacy installs;
-    Python 3.12's `Distribution.files` reads it too, 3.10 and 3.11's not), never SOURCES.txt: that lists the
-    source tree, not what a build put on the path (a compiled extension)."""
+    """The installed files, relative to `entry`: an egg-info's from installed-files.txt (as Python 3.12 reads it),
+    never SOURCES.txt (the source tree, not what a build put on the path)."""
     if egg:
         listed = dist.read_text("installed-files.txt")
         if not listed:
@@ -96,8 +78,7 @@ def _files(dist: _Bounded, entry: str, egg: bool) -> tuple[str, ...] | None:
 
 
 def _direct_url(text: str | None) -> tuple[str | None, str | None]:
-    """(url, source tree of an editable install from a local folder) of a PEP 610 direct_url.json; anything
-    malformed gives neither."""
+    """(url, source tree of an editable install from a local folder) of a PEP 610 direct_url.json, or neither."""
     try:
         data = json.loads(text or "null")
     except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested deeper than the stack
@@ -164,9 +145,8 @@ def scan_distributions(
         stems = [n.rsplit(".", 1)[0].split("-", 1) for n in metas]
         joined = "/".join(s[0] for s in stems).lower().replace("_", "-").replace(".", "-")
         normalized = [normalize(n) if "--" in n else n for n in joined.split("/")] if metas else []
-        for name, stem in zip(normalized, stems, strict=True):
+        for name, stem, dirname in zip(normalized, stems, metas, strict=True):
             index.setdefault(name, stem[1].split("-", 1)[0] if len(stem) > 1 else "?")
-        for name, dirname in zip(normalized, metas, strict=True):
             if interesting(name):
                 found.append(_load(entry, os.path.join(entry, dirname)))
         # An .egg directory (easy_install, `setup.py install`) is itself a search-path entry.

@@ -1,18 +1,17 @@
-"""Just enough of an ELF64 little-endian shared object to predict an import error, read without loading it.
-
-Only headers and tables are read, each with os.pread at its offset and under a size limit; payloads (a 1 GB
-`.nv_fatbin`) are never touched. Anything malformed becomes `ElfInfo.error`, never an exception.
-"""
+"""Just enough of an ELF64 little-endian shared object to predict an import error, read without loading it: only
+headers and tables, each with os.pread under a size limit. Anything malformed becomes `error`, never an exception."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 import struct
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -27,10 +26,9 @@ _VERNAUX = struct.Struct("<IHHII")
 _VERDEF = struct.Struct("<HHHHIII")
 _VERDAUX = struct.Struct("<II")
 
-SHT_DYNSYM, SHT_DYNAMIC, SHT_HASH, SHT_NOBITS = 11, 6, 5, 8
+SHT_DYNSYM, SHT_DYNAMIC, SHT_HASH = 11, 6, 5
 SHT_GNU_HASH, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFF6, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
-DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 14, 15, 29
-STB_WEAK = 2
+DT_NEEDED, DT_RPATH, DT_RUNPATH = 1, 15, 29
 
 # Limits on what one file may make us read; real extensions and libtorch stay far below them.
 MAX_SECTIONS = 1 << 16
@@ -43,7 +41,7 @@ _CHUNK = 1 << 20
 
 
 class ElfFormatError(Exception):
-    """Internal: the file is not what it claims; turned into ElfInfo.error at the boundary."""
+    """The file is not what it claims; becomes `error` at the boundary."""
 
 
 def open_regular(path: str) -> int:
@@ -62,10 +60,6 @@ class Section:
     offset: int
     size: int
     link: int
-    entsize: int
-
-    def end(self) -> int:
-        return self.offset + (0 if self.type == SHT_NOBITS else self.size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +96,6 @@ class _Reader:
     fd: int
     size: int
     deadline: float | None
-    notes: list[str] = field(default_factory=list)
 
     def read(self, offset: int, length: int, what: str) -> bytes:
         if offset < 0 or length < 0 or offset + length > self.size:
@@ -112,9 +105,12 @@ class _Reader:
             raise ElfFormatError(f"{what}: short read")
         return data
 
-    def table(self, sec: Section, what: str) -> bytes:
+    def check_size(self, sec: Section, what: str) -> None:
         if sec.size > MAX_TABLE:
             raise ElfFormatError(f"{what} is {sec.size} bytes, over the {MAX_TABLE >> 20} MB limit")
+
+    def table(self, sec: Section, what: str) -> bytes:
+        self.check_size(sec, what)
         return self.read(sec.offset, sec.size, what)
 
     def check_time(self) -> None:
@@ -133,14 +129,7 @@ class _Strings:
     def get(self, offset: int) -> str:
         if offset >= self.sec.size:
             raise ElfFormatError(f"a string offset ({offset}) is past its table")
-        if self.blob is not None:
-            end = self.blob.find(b"\0", offset, offset + MAX_NAME)
-            raw = self.blob[offset : end if end >= 0 else offset + MAX_NAME]
-        else:
-            length = min(MAX_NAME, self.sec.size - offset)
-            chunk = self.reader.read(self.sec.offset + offset, length, "a name")
-            raw = chunk.split(b"\0", 1)[0]
-        return raw.decode("utf-8", "replace")
+        return self.raw(offset, MAX_NAME).split(b"\0", 1)[0].decode("utf-8", "replace")
 
     def raw(self, offset: int, length: int) -> bytes:
         if self.blob is not None:
@@ -179,12 +168,8 @@ def _sections(r: _Reader, shoff: int, shnum: int, shstrndx: int) -> list[Section
     if shstrndx >= len(rows):
         raise ElfFormatError("the section-name table index is out of range")
     names_row = rows[shstrndx]
-    names = _Strings(r, Section(".shstrtab", names_row[1], names_row[4], min(names_row[5], MAX_TABLE), 0, 0))
-    out = []
-    for row in rows:
-        name = names.get(row[0]) if row[0] else ""
-        out.append(Section(name, row[1], row[4], row[5], row[6], row[9]))
-    return out
+    names = _Strings(r, Section(".shstrtab", names_row[1], names_row[4], min(names_row[5], MAX_TABLE), 0))
+    return [Section(names.get(row[0]) if row[0] else "", row[1], row[4], row[5], row[6]) for row in rows]
 
 
 def _linked_strings(r: _Reader, secs: list[Section], sec: Section, whole: bool = True) -> _Strings:
@@ -254,8 +239,7 @@ def _version_defs(r: _Reader, secs: list[Section], sec: Section) -> list[str]:
 
 
 def _undefined(r: _Reader, secs: list[Section], dynsym: Section, versions: dict[int, str]) -> list[Symbol]:
-    if dynsym.size > MAX_TABLE:
-        raise ElfFormatError(f".dynsym is {dynsym.size} bytes, over the {MAX_TABLE >> 20} MB limit")
+    r.check_size(dynsym, ".dynsym")
     strings = _linked_strings(r, secs, dynsym)
     versym_sec = next((s for s in secs if s.type == SHT_GNU_VERSYM), None)
     count = dynsym.size // _SYM.size
@@ -268,7 +252,7 @@ def _undefined(r: _Reader, secs: list[Section], dynsym: Section, versions: dict[
         raw = r.read(dynsym.offset + start * _SYM.size, n * _SYM.size, ".dynsym")
         for i, (name, info, _, shndx, _, _) in enumerate(_SYM.iter_unpack(raw), start):
             if shndx == 0 and name and i:
-                found.append((i, name, info >> 4 == STB_WEAK))
+                found.append((i, name, info >> 4 == 2))  # STB_WEAK
                 if len(found) > MAX_UNDEFINED:
                     raise ElfFormatError(f"more than {MAX_UNDEFINED} undefined symbols")
     out = []
@@ -280,54 +264,48 @@ def _undefined(r: _Reader, secs: list[Section], dynsym: Section, versions: dict[
     return out
 
 
-def read_elf(path: str, *, symbols: bool = True, deadline: float | None = None) -> ElfInfo:
-    """Section table, DT_NEEDED/RUNPATH, needed and defined versions and undefined dynamic symbols of `path`."""
+@contextlib.contextmanager
+def _opened(path: str, deadline: float | None) -> Iterator[tuple[_Reader, list[Section], int]]:
+    """(reader, sections, machine) of `path`; every failure, the file's or the reading's, is an ElfFormatError."""
     try:
         fd = open_regular(path)
     except OSError as exc:
-        return ElfInfo(path, error=f"cannot open it ({exc.strerror or exc})")
+        raise ElfFormatError(f"cannot open it ({exc.strerror or exc})") from None
     try:
-        size = os.fstat(fd).st_size
-        r = _Reader(fd, size, deadline)
-        return _read(r, path, symbols)
-    except ElfFormatError as exc:
-        return ElfInfo(path, error=str(exc))
+        r = _Reader(fd, os.fstat(fd).st_size, deadline)
+        machine, shoff, _, shnum, shstrndx = _header(r)
+        yield r, _sections(r, shoff, shnum, shstrndx), machine
     except (OSError, ValueError, IndexError, struct.error, MemoryError, OverflowError) as exc:
-        return ElfInfo(path, error=f"unreadable: {type(exc).__name__}: {exc}")
+        raise ElfFormatError(f"unreadable: {type(exc).__name__}: {exc}") from None
     finally:
         os.close(fd)
 
 
-def _read(r: _Reader, path: str, symbols: bool) -> ElfInfo:
-    machine, shoff, _, shnum, shstrndx = _header(r)
-    secs = _sections(r, shoff, shnum, shstrndx)
+def read_elf(path: str, *, symbols: bool = True, deadline: float | None = None) -> ElfInfo:
+    """Section table, DT_NEEDED/RUNPATH, needed and defined versions and undefined dynamic symbols of `path`."""
+    try:
+        with _opened(path, deadline) as (r, secs, machine):
+            return _read(r, path, symbols, secs, machine)
+    except ElfFormatError as exc:
+        return ElfInfo(path, error=str(exc))
+
+
+def _read(r: _Reader, path: str, symbols: bool, secs: list[Section], machine: int) -> ElfInfo:
     notes: list[str] = []
 
-    def step(what: str, call: Callable[[], T], empty: T) -> T:
+    def step(what: str, kind: int, read: Callable[[_Reader, list[Section], Section], T]) -> T | None:
         """A broken optional table is a note, not a failed read: the rest is still worth reporting."""
+        sec = next((s for s in secs if s.type == kind), None)
         try:
-            return call()
+            return None if sec is None else read(r, secs, sec)
         except ElfFormatError as exc:
             notes.append(f"{what}: {exc}")
-            return empty
+            return None
 
-    def first(kind: int) -> Section | None:
-        return next((s for s in secs if s.type == kind), None)
-
-    no_strings: list[str] = []
-    needed, runpath = no_strings, no_strings
-    if (dyn := first(SHT_DYNAMIC)) is not None:
-        needed, runpath = step("dynamic section", lambda: _dynamic(r, secs, dyn), (no_strings, no_strings))
-    needs: list[tuple[str, list[str]]] = []
-    by_index: dict[int, str] = {}
-    if (vn := first(SHT_GNU_VERNEED)) is not None:
-        needs, by_index = step(".gnu.version_r", lambda: _version_needs(r, secs, vn), (needs, by_index))
-    defs: list[str] = []
-    if (vd := first(SHT_GNU_VERDEF)) is not None:
-        defs = step(".gnu.version_d", lambda: _version_defs(r, secs, vd), [])
-    undefined: list[Symbol] = []
-    if symbols and (dynsym := first(SHT_DYNSYM)) is not None:
-        undefined = step(".dynsym", lambda: _undefined(r, secs, dynsym, by_index), [])
+    needed, runpath = step("dynamic section", SHT_DYNAMIC, _dynamic) or ([], [])
+    needs, by_index = step(".gnu.version_r", SHT_GNU_VERNEED, _version_needs) or ([], {})
+    defs = step(".gnu.version_d", SHT_GNU_VERDEF, _version_defs) or []
+    undefined = (step(".dynsym", SHT_DYNSYM, partial(_undefined, versions=by_index)) if symbols else None) or []
     return ElfInfo(
         path=path,
         size=r.size,
@@ -344,8 +322,6 @@ def _read(r: _Reader, path: str, symbols: bool) -> ElfInfo:
 
 @dataclass(frozen=True, slots=True)
 class Exports:
-    """Which of the asked-for names a library defines (exports) in its dynamic symbol table."""
-
     path: str
     found: frozenset[str]
     error: str | None = None
@@ -370,8 +346,7 @@ def _sysv_hash(name: bytes) -> int:
 
 
 class _Lookup:
-    """Name -> defined? through the library's own hash table, as the dynamic linker does: a few small reads
-    per name instead of reading a libtorch's whole symbol table."""
+    """Name -> defined? through the library's own hash table, as the dynamic linker does: a few small reads."""
 
     def __init__(self, r: _Reader, secs: list[Section], dynsym: Section) -> None:
         self.r, self.dynsym = r, dynsym
@@ -385,9 +360,8 @@ class _Lookup:
     def _defined_as(self, index: int, name: bytes) -> bool:
         if not 0 < index < self.count:
             return False
-        st_name, _, _, shndx, _, _ = _SYM.unpack(
-            self.r.read(self.dynsym.offset + index * _SYM.size, _SYM.size, "a symbol")
-        )
+        raw = self.r.read(self.dynsym.offset + index * _SYM.size, _SYM.size, "a symbol")
+        st_name, _, _, shndx, _, _ = _SYM.unpack(raw)
         return shndx != 0 and self.strings.raw(st_name, len(name) + 1) == name + b"\0"
 
     def defined(self, name: bytes) -> bool:
@@ -427,28 +401,17 @@ class _Lookup:
 
 def exported(path: str, names: Iterable[str], *, deadline: float | None = None) -> Exports:
     """Which of `names` `path` defines; an unreadable file gives `error` and an empty set."""
-    wanted = sorted(set(names))
     try:
-        fd = open_regular(path)
-    except OSError as exc:
-        return Exports(path, frozenset(), f"cannot open it ({exc.strerror or exc})")
-    try:
-        r = _Reader(fd, os.fstat(fd).st_size, deadline)
-        _, shoff, _, shnum, shstrndx = _header(r)
-        secs = _sections(r, shoff, shnum, shstrndx)
-        dynsym = next((s for s in secs if s.type == SHT_DYNSYM), None)
-        if dynsym is None:
-            return Exports(path, frozenset(), "it has no dynamic symbol table")
-        lookup = _Lookup(r, secs, dynsym)
-        found = set()
-        for name in wanted:
-            r.check_time()
-            if lookup.defined(name.encode("utf-8", "surrogateescape")):
-                found.add(name)
-        return Exports(path, frozenset(found))
+        with _opened(path, deadline) as (r, secs, _):
+            dynsym = next((s for s in secs if s.type == SHT_DYNSYM), None)
+            if dynsym is None:
+                return Exports(path, frozenset(), "it has no dynamic symbol table")
+            lookup = _Lookup(r, secs, dynsym)
+            found = set()
+            for name in sorted(set(names)):
+                r.check_time()
+                if lookup.defined(name.encode("utf-8", "surrogateescape")):
+                    found.add(name)
+            return Exports(path, frozenset(found))
     except ElfFormatError as exc:
         return Exports(path, frozenset(), str(exc))
-    except (OSError, ValueError, IndexError, struct.error, MemoryError, OverflowError, UnicodeError) as exc:
-        return Exports(path, frozenset(), f"unreadable: {type(exc).__name__}: {exc}")
-    finally:
-        os.close(fd)

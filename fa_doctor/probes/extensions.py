@@ -1,8 +1,5 @@
-"""Where the compiled FA extensions, libtorch and the libstdc++ the target would load lie on disk.
-
-Found from the distributions' RECORD files first (what pip installed), else by listing the few directories
-those extensions live in; every listing is bounded.
-"""
+"""Where the compiled FA extensions, libtorch and the libstdc++ the target would load lie on disk: from the
+distributions' RECORD files first, else by bounded listings of the few directories they live in."""
 
 from __future__ import annotations
 
@@ -93,8 +90,7 @@ def find_extensions(
 
 
 def torch_libraries(torch_location: str | None) -> list[str]:
-    """Every shared library in torch/lib (libtorch*, libc10*, and the few others): where c10/at/torch symbols are
-    exported. All of them, so a symbol that lives in an unexpected one is not reported missing."""
+    """Every shared library in torch/lib: where c10/at/torch symbols are exported, wherever one of them lives."""
     if not torch_location:
         return []
     lib = os.path.join(torch_location, "lib")
@@ -108,12 +104,8 @@ def torch_libraries(torch_location: str | None) -> list[str]:
 def library_dirs(
     runpath: Sequence[str], origin: str, ld_library_path: str | None, prefix: str, machine: str
 ) -> list[str]:
-    """The directories the dynamic linker would search for a DT_NEEDED library of one extension, in order.
-
-    LD_LIBRARY_PATH, the extension's RUNPATH ($ORIGIN expanded), a conda-style prefix/lib (conda's python
-    carries an RPATH to it), then the usual system directories. /etc/ld.so.cache is not parsed: a library
-    found only through it is missed, and the check then says it could not tell.
-    """
+    """The directories the dynamic linker would search for one extension's DT_NEEDED libraries, in order:
+    LD_LIBRARY_PATH, RUNPATH, a conda-style prefix/lib, the system directories (not /etc/ld.so.cache)."""
     dirs = [d for d in (ld_library_path or "").split(":") if d]
     dirs += [d.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) for d in runpath]
     dirs.append(os.path.join(prefix, "lib"))
@@ -123,8 +115,4 @@ def library_dirs(
 
 
 def find_library(name: str, dirs: Iterable[str]) -> str | None:
-    for d in dirs:
-        path = os.path.join(d, name)
-        if os.path.isfile(path):
-            return path
-    return None
+    return next((path for d in dirs if os.path.isfile(path := os.path.join(d, name))), None)

@@ -1,11 +1,5 @@
-"""The one way fa-doctor reads a file of the target's: regular files only, never more than a stated size.
-
-A FIFO, socket or device named like a package file (``flash_attn/__init__.py``, ``METADATA``, a symlink to
-``/dev/stdin``) must neither block nor be read: the path is checked with ``stat`` first (so a device is never
-even opened), then opened with ``O_NONBLOCK`` and checked again with ``fstat`` on the open descriptor, so a
-FIFO swapped in between cannot block the open or the read. "Missing" and "unreadable" stay apart: a
-METADATA that exists but cannot be read is not "no METADATA file".
-"""
+"""The one way fa-doctor reads a file of the target's: regular files only (checked with stat before the open and
+fstat after it, opened O_NONBLOCK, so a FIFO or device never blocks), never more than a stated size."""
 
 from __future__ import annotations
 
@@ -27,8 +21,6 @@ _KINDS = (
 
 
 class NotRegular(OSError):
-    """The path exists but is not a regular file; ``kind`` says what it is."""
-
     def __init__(self, path: str, kind: str) -> None:
         super().__init__(f"{path} is {kind}, not a regular file")
         self.path, self.kind = path, kind
@@ -36,18 +28,13 @@ class NotRegular(OSError):
 
 @dataclass(frozen=True, slots=True)
 class FileRead:
-    """What reading one file gave. ``data`` is None unless it was read; then ``problem`` says why, and
-    ``missing`` tells "there is no such file" from "it exists but cannot be read"."""
+    """What reading one file gave: ``data``, else ``problem`` says why (``missing``: there is no such file)."""
 
     path: str
     data: bytes | None
     missing: bool = False
     problem: str | None = None  # "no such file", "a FIFO, not a regular file", "unreadable: Permission denied"
     truncated: bool = False  # the file is longer than the limit; data holds its first `limit` bytes
-
-    @property
-    def ok(self) -> bool:
-        return self.data is not None
 
     def text(self) -> str | None:
         return None if self.data is None else self.data.decode("utf-8", "replace")
@@ -98,9 +85,7 @@ def read(path: str, limit: int) -> FileRead:
         return FileRead(path, None, problem=f"unreadable: {exc.strerror or type(exc).__name__}")
     except ValueError as exc:  # an impossible path (embedded NUL handled above; kept as a last guard)
         return FileRead(path, None, problem=f"unreadable: {exc}")
-    if len(data) > limit:
-        return FileRead(path, data[:limit], truncated=True)
-    return FileRead(path, data)
+    return FileRead(path, data[:limit], truncated=len(data) > limit)
 
 
 def read_text(path: str, limit: int) -> str | None:
@@ -109,8 +94,7 @@ def read_text(path: str, limit: int) -> str | None:
 
 
 def creatable(folder: str) -> bool:
-    """Whether `mkdir -p folder` would succeed for this user: the folder is a writable directory, or its
-    nearest existing ancestor is. Only stat() and access() calls: nothing is created or opened."""
+    """Whether `mkdir -p folder` would succeed for this user (stat and access only: nothing is created)."""
     path = os.path.abspath(folder)
     while not os.path.lexists(path):
         parent = os.path.dirname(path)

@@ -1,6 +1,5 @@
-"""probes.gather: every probe of a check, run once, into one `Facts`: the GPUs in a background thread (NVML's
-start-up is slow), the target interpreter (its search path drives the rest), then its installed distributions,
-torch build and SGLang source, each bounded in time."""
+"""Every probe of a check, run once, into one `Facts`: the GPUs in a background thread, the target interpreter (its
+search path drives the rest), then its distributions, torch build and SGLang source, each bounded in time."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.install import DistributionScan, SglangFacts
@@ -21,14 +19,7 @@ from fa_doctor.process.bounded import bounded
 _TORCH_PROBE_SECONDS = 60
 
 
-@dataclass(frozen=True, slots=True)
-class Installed:
-    scan: DistributionScan
-    torch: TorchBuild | None
-    sglang: SglangFacts | None
-
-
-def _installed(target: TargetFacts) -> Installed:
+def _installed(target: TargetFacts) -> tuple[DistributionScan, TorchBuild | None, SglangFacts | None]:
     from fa_doctor.probes import environment
     from fa_doctor.probes.distributions import scan_distributions
     from fa_doctor.probes.sglang_source import read_sglang
@@ -37,7 +28,7 @@ def _installed(target: TargetFacts) -> Installed:
     scan = scan_distributions(target.sys_path)
     sglang_dist = scan.first("sglang")
     sglang = read_sglang(sglang_dist, environment.OVERRIDE, scan) if sglang_dist else None
-    return Installed(scan, read_torch_build(target.sys_path), sglang)
+    return scan, read_torch_build(target.sys_path), sglang
 
 
 def gather(
@@ -76,22 +67,12 @@ def gather(
     target = pending.result()
     timings["probe.target"] = time.perf_counter() - start
     t0 = time.perf_counter()
-    installed = bounded(lambda: _installed(target), options.scan_timeout, "the package scan")
+    scan, torch, sglang = bounded(lambda: _installed(target), options.scan_timeout, "the package scan")
     timings["probe.packages"] = time.perf_counter() - t0
     # NVML and nvidia-smi get gpu_timeout each, the torch fallback at least a minute, one after the other.
     thread.join(wait)
     gpu_facts = gpu_box.get("v") or GpuFacts(
         "none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"), ("the GPU probe did not finish in time",)
     )
-    return Facts(
-        target,
-        gpu_facts,
-        installed.torch,
-        installed.scan,
-        environment.capture(env),
-        installed.sglang,
-        options.flags,
-        options.gpu_arch or (),
-        find_nvcc(env),
-        find_git(env),
-    )
+    knobs, arch = environment.capture(env), options.gpu_arch or ()
+    return Facts(target, gpu_facts, torch, scan, knobs, sglang, options.flags, arch, find_nvcc(env), find_git(env))

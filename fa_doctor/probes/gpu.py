@@ -1,10 +1,5 @@
-"""Which NVIDIA GPUs the server will see: NVML, else nvidia-smi, else torch in the target interpreter.
-
-Every failure becomes a line in ``GpuFacts.attempts``; nothing here prints or raises.
-Known limit: CUDA orders devices FASTEST_FIRST unless CUDA_DEVICE_ORDER=PCI_BUS_ID, while NVML and
-nvidia-smi order by PCI bus. On machines with one GPU model (the usual server) the two orders agree;
-on mixed machines ``index`` may not match what CUDA calls that device.
-"""
+"""Which NVIDIA GPUs the server will see: NVML, else nvidia-smi, else torch in the target interpreter; every failure
+is a line in ``GpuFacts.attempts``, nothing here prints or raises (device order: docs/internals.md, "GPUs")."""
 
 from __future__ import annotations
 
@@ -25,6 +20,7 @@ from typing import Any, TypeVar
 from fa_doctor.model.machine import GpuDevice, GpuFacts
 from fa_doctor.probes.files import read_text
 from fa_doctor.process import proc
+from fa_doctor.process.bounded import Deadline, bounded
 
 _T = TypeVar("_T")
 
@@ -61,13 +57,8 @@ def _ordinals(value: str) -> list[int] | None:
 
 
 def parse_visible_devices(value: str | None, physical: Sequence[tuple[int, str | None]]) -> list[int] | None:
-    """Physical indices in CUDA order for a CUDA_VISIBLE_DEVICES value; None when unset (all visible).
-
-    Mirrors the driver as torch.cuda._parse_visible_devices does: the list stops at the first invalid
-    entry (unknown ordinal or UUID, negative, garbage, an entry of the other style than the first),
-    and any repeated device empties it. Blanks around entries are stripped. A UUID entry is a prefix
-    and must match exactly one device.
-    """
+    """Physical indices in CUDA order for a CUDA_VISIBLE_DEVICES value, as the driver reads it (docs/internals.md);
+    None when unset (all visible)."""
     if value is None:
         return None
     known = {p for p, _ in physical}
@@ -131,26 +122,18 @@ def _nvml_query() -> _Found:
 
 
 def _probe_nvml(timeout: float) -> _Found | str:
-    box: list[_Found | str] = []
-
-    def work() -> None:
-        try:
-            box.append(_nvml_query())
-        except ImportError:
-            box.append("pynvml (nvidia-ml-py) is not installed alongside fa-doctor")
-        except Exception as exc:  # any driver failure is data, never a traceback
-            box.append(f"{type(exc).__name__}: {exc}")
-
-    # A daemon thread: a driver stuck in the kernel must neither hang us nor block interpreter exit.
-    t = threading.Thread(target=work, name="fa-doctor-nvml", daemon=True)
-    t.start()
-    t.join(timeout)
-    return box[0] if box else f"timed out after {timeout:g}s"
+    try:  # in a daemon thread: a driver stuck in the kernel must neither hang us nor block interpreter exit
+        return bounded(_nvml_query, timeout, "nvml")
+    except Deadline:
+        return f"timed out after {timeout:g}s"
+    except ImportError:
+        return "pynvml (nvidia-ml-py) is not installed alongside fa-doctor"
+    except Exception as exc:  # any driver failure is data, never a traceback
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _run(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[int, str, str] | str:
-    """Exit status and output, or why there is none. A background child left holding the pipes neither
-    extends the bound nor costs the output (proc.Child kills what the command leaves behind)."""
+    """Exit status and output, or why there is none."""
     try:
         done = proc.run(argv, timeout, env=env, max_output=_MAX_OUTPUT)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
@@ -163,10 +146,7 @@ def _run(argv: Sequence[str], env: Mapping[str, str], timeout: float) -> tuple[i
 
 
 def _first_line(*texts: str) -> str:
-    for line in "\n".join(texts).splitlines():
-        if line.strip():
-            return line.strip()[:200]
-    return "no output"
+    return next((line.strip()[:200] for line in "\n".join(texts).splitlines() if line.strip()), "no output")
 
 
 def _na(value: str) -> str | None:
@@ -175,12 +155,9 @@ def _na(value: str) -> str | None:
 
 
 def _capability(value: str) -> tuple[tuple[int, int] | None, str | None]:
-    """(major, minor) from "9.0", or None and the text as given: "9.0a" or "[N/A]" is not a capability to
-    trust, and a check must be able to say so rather than take the GPU as healthy."""
+    """(major, minor) from "9.0", or None and the text as given ("9.0a" or "[N/A]" is not one to trust)."""
     m = _CAPABILITY.fullmatch(value.strip())
-    if m:
-        return (int(m.group(1)), int(m.group(2))), None
-    return None, value.strip()[:64]
+    return ((int(m.group(1)), int(m.group(2))), None) if m else (None, value.strip()[:64])
 
 
 def _int(value: str | None) -> int | None:
@@ -223,13 +200,8 @@ def _probe_smi(env: Mapping[str, str], timeout: float) -> tuple[list[GpuDevice],
 
 
 def _driver_present() -> bool:
-    """Whether an NVIDIA kernel driver is loaded; without one torch cannot see a GPU."""
-    return (
-        os.path.exists(_PROC_VERSION)
-        or os.path.exists("/dev/nvidiactl")
-        or os.path.exists("/dev/dxg")  # WSL2: the driver lives on the Windows side
-        or bool(glob("/dev/nvidia[0-9]*"))
-    )
+    """Whether an NVIDIA kernel driver is loaded (/dev/dxg: WSL2's, on the Windows side)."""
+    return any(map(os.path.exists, (_PROC_VERSION, "/dev/nvidiactl", "/dev/dxg"))) or bool(glob("/dev/nvidia[0-9]*"))
 
 
 def _proc_driver_version() -> str | None:
@@ -238,9 +210,8 @@ def _proc_driver_version() -> str | None:
     return m.group(1) if m else None
 
 
-# Runs in the target interpreter, so CUDA_VISIBLE_DEVICES is applied by CUDA itself there.
-# The working directory is set aside for the standard-library imports (a json.py there must not break us) and
-# put back for torch's, which the server would import from there too.
+# Runs in the target, where CUDA applies CUDA_VISIBLE_DEVICES; the working directory is set aside for the stdlib
+# imports (a json.py there must not break us) and put back for torch's, as the server would import it.
 _TORCH_SCRIPT = """
 import sys
 head = [sys.path.pop(0)] if sys.path and not getattr(sys.flags, "safe_path", False) else []
@@ -260,8 +231,7 @@ print(json.dumps({"torch_cuda": torch.version.cuda, "driver_cuda": v.value, "dev
 
 
 def _torch_devices(stdout: str, visible: str | None) -> tuple[list[GpuDevice], str | None] | str:
-    # Scan from the end: import-time chatter may precede our line.
-    docs = (_json(line) for line in reversed(stdout.splitlines()))
+    docs = (_json(line) for line in reversed(stdout.splitlines()))  # import-time chatter may precede our line
     doc = next((d for d in docs if isinstance(d, dict) and isinstance(d.get("devices"), list)), None)
     if doc is None:
         return f"no JSON result in output: {_first_line(stdout)!r}"
@@ -338,10 +308,7 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
     return facts("none", (), None, None)
 
 
-# ---- the early probe -----------------------------------------------------------------------------------------
-# NVML's initialisation takes ~100 ms on an H200 host, most of it in the driver with the GIL released. Started by
-# fa_doctor.entry before the checks are imported, it runs beside those imports; the check takes its answer when
-# it asks the same question (same interpreter, same environment, same timeout), and probes again otherwise.
+# The early probe, beside the CLI's imports; a check asking the same question takes its answer, once.
 
 _early: tuple[tuple[str, dict[str, str], float], threading.Thread, dict[str, GpuFacts]] | None = None
 
@@ -365,6 +332,6 @@ def early_answer(python: str, env: Mapping[str, str], timeout: float, wait: floa
     if _early is None or _early[0] != (python, dict(env), timeout):
         return None
     _key, thread, box = _early
-    _early = None  # one answer, to one check (fix re-checks after repairing: that one probes again)
+    _early = None
     thread.join(wait)
     return box.get("v")

@@ -1,18 +1,5 @@
-"""Where a report ran: the host name, and what names the node to the scheduler that placed the run.
-
-A fleet report (`fa-doctor merge`) lists nodes by host name; where names collide (Ray's test clusters run
-every node on one machine; container hostnames repeat across clusters) the scheduler's own ids tell them apart.
-Each id is read from the variables its scheduler sets, and only those:
-
-- Slurm sets `SLURM_JOB_ID`, `SLURM_NODEID` (the node's index within the job) and `SLURMD_NODENAME` (the node's
-  name as `scontrol show node` knows it) in every job step, and the job id and node name in a prolog.
-- Kubernetes sets no node or pod variable by itself: the pod spec passes them with the downward API, under the
-  names read here, `NODE_NAME` (`spec.nodeName`), `POD_NAME` (`metadata.name`) and `POD_NAMESPACE`
-  (`metadata.namespace`) (docs/fleet.md has the manifest). They count only inside a pod, where the kubelet
-  always sets `KUBERNETES_SERVICE_HOST`; an indexed Job's `JOB_COMPLETION_INDEX` is read too.
-- Ray has no variable for the node id: `fa-doctor fleet ray` passes the id of the node it placed the check on
-  as `FA_DOCTOR_RAY_NODE_ID`.
-"""
+"""Where a report ran: the host name, and the ids the scheduler that placed the run gives the node (Slurm's
+variables, Kubernetes' downward-API ones inside a pod, FA_DOCTOR_RAY_NODE_ID from `fleet ray`; docs/fleet.md)."""
 
 from __future__ import annotations
 
@@ -33,7 +20,7 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
 
 def probe(env: Mapping[str, str] | None = None, hostname: str | None = None) -> HostFacts:
     source = os.environ if env is None else env
-    try:  # uname's node name is what gethostname(2) returns; the socket module costs ~2 ms to import
+    try:  # gethostname(2), without importing socket (~2 ms)
         name = hostname if hostname is not None else os.uname().nodename
     except OSError:
         name = ""

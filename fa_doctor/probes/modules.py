@@ -1,10 +1,5 @@
-"""Where an import name resolves on a search path, found the way importlib would, without importing.
-
-Mirrors `importlib.machinery.PathFinder`/`FileFinder`: in each path entry, a package directory with
-`__init__` wins, then an extension module, then a `.py`; a directory without `__init__` is a namespace
-portion, used only when no entry has a regular module. Packages whose `__init__.py` calls
-`pkgutil.extend_path` search every entry for their submodules, like FA2 >= 2.8.4 does.
-"""
+"""Where an import name resolves on a search path, found as importlib's PathFinder/FileFinder would (a package with
+`__init__`, then an extension, then a `.py`; namespace portions last; `pkgutil.extend_path`), without importing."""
 
 from __future__ import annotations
 
@@ -45,11 +40,8 @@ def _extension_pattern(python: tuple[int, int]) -> re.Pattern[str]:
 
 
 def _find_in(directory: str, leaf: str, ext: re.Pattern[str]) -> tuple[str, str] | None:
-    """(kind, origin) for `leaf` in one directory, or ("namespace", dir), or None.
-
-    As importlib's FileFinder, only a regular file counts as a module or an ``__init__``: a FIFO or device
-    named ``__init__.py`` leaves a namespace portion (and is never opened).
-    """
+    """(kind, origin) for `leaf` in one directory, or ("namespace", dir), or None; only a regular file counts as a
+    module or an ``__init__``, as in importlib's FileFinder (a FIFO is never opened)."""
     names = listdir(directory)
     if leaf in names:
         pkg = os.path.join(directory, leaf)
@@ -61,11 +53,9 @@ def _find_in(directory: str, leaf: str, ext: re.Pattern[str]) -> tuple[str, str]
             return "package", pkg
         if os.path.isdir(pkg):
             return "namespace", pkg
-    for n in by_stem(directory).get(leaf, ()):
-        if n.endswith(".so"):
-            m = ext.match(n)
-            if m and m.group("name") == leaf and is_regular(os.path.join(directory, n)):
-                return "extension", os.path.join(directory, n)
+    for n in by_stem(directory).get(leaf, ()):  # grouped by the part before the first dot: the name ext matches
+        if ext.match(n) and is_regular(os.path.join(directory, n)):
+            return "extension", os.path.join(directory, n)
     for suffix in (".py", ".pyc"):
         if leaf + suffix in names and is_regular(os.path.join(directory, leaf + suffix)):
             return "module", os.path.join(directory, leaf + suffix)
@@ -80,20 +70,16 @@ def _uses_extend_path(init_file: str) -> bool:
 def _search(leaf: str, locations: Sequence[str], ext: re.Pattern[str], name: str) -> ModuleSpot:
     portions: list[str] = []
     for entry in locations:
-        if not entry or not os.path.isdir(entry):
-            continue
-        hit = _find_in(entry, leaf, ext)
+        hit = _find_in(entry, leaf, ext) if entry and os.path.isdir(entry) else None
         if hit is None:
             continue
         kind, origin = hit
         if kind == "namespace":
             portions.append(origin)
             continue
-        search = (
-            (os.path.dirname(origin),) if kind == "package" and origin.endswith(("__init__.py", "__init__.pyc")) else ()
-        )
-        if kind == "package" and not search:
-            search = (origin,)
+        search: tuple[str, ...] = ()
+        if kind == "package":
+            search = (os.path.dirname(origin),) if origin.endswith(("__init__.py", "__init__.pyc")) else (origin,)
         return ModuleSpot(name, kind, origin, search, entry)
     if portions:
         return ModuleSpot(name, "namespace", portions[0], tuple(portions), os.path.dirname(portions[0]))

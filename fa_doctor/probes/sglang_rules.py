@@ -1,21 +1,7 @@
 """What an SGLang release does with FlashAttention, read from its own source files with `ast` (never imported).
 
-One reader for two uses: scripts/regen_catalog.py runs it on every released wheel to write the catalog's SGLANG
-rows (fa_doctor/catalog/servers.py), and probes/sglang_source.py runs it on the installed files of a release the
-catalog does not hold. `read_rules({path in the wheel: text})` returns a row of plain data in the catalog's shape
-(docs/catalog.md, "servers.py"); every rule below names the code it reads:
-
-- choices: `ATTENTION_BACKEND_CHOICES = [...]`, else the `choices=[...]` of `add_argument("--attention-backend")`;
-- flags: which of --attention-backend / --prefill-attention-backend / --decode-attention-backend exist;
-- backends: backend name -> fa_impl_ver, from each `FlashAttentionBackend(...)` construction under
-  `@register_attention_backend("fa4")` or an `if backend_str == "fa3":` branch (fa_impl_ver defaults to 3);
-- gates: the asserts beside such a construction (GPU majors, MLA-only);
-- refuse: what raises, where: server_args' `if self.attention_backend == "fa4" or ...: raise`, the registry's
-  MLA-only asserts, and FlashAttentionBackend.forward_extend/forward_decode's `assert self.fa_impl_ver in [3]`;
-- fa4 / fa4_switch: the module FA4 is imported from (`flash_attention_v4.py`'s import, or sgl_kernel.flash_attn
-  called with ver=4), and an environment switch between two modules;
-- reads: which FA-related environment variables appear in code (not comments);
-- default: the MHA branch of SGLang's default-backend rule, as (conditions, backend) in order, first match wins.
+scripts/server_facts.py runs it on every released wheel to write the catalog's rows, probes/sglang_source.py on an
+installed release the catalog does not hold; the rules and their encoding: docs/catalog.md, "servers.py".
 """
 
 from __future__ import annotations
@@ -31,8 +17,7 @@ SOURCE_FILES = re.compile(
     r"|jit_kernel/flash_attention_v4\.py|kernels/ops/attention/flash_attention_v4\.py)$"
 )
 BACKEND_FILE = "sglang/srt/layers/attention/flashattention_backend.py"
-# Environment variables that steer FlashAttention in SGLang (reference/fa-selection.md 1.3) and the deployment
-# pin fa-doctor's users set (SGLang itself has never read it, as far as the catalog goes).
+# Environment variables that steer FlashAttention in SGLang.
 KNOWN_VARS = (
     "SGLANG_FLASHATTENTION_VERSION",
     "SGLANG_USE_SGL_FA3_KERNEL",
@@ -41,7 +26,7 @@ KNOWN_VARS = (
 )
 _FIELDS = {"attention_backend": "--attention-backend", "prefill_attention_backend": "--prefill-attention-backend",
            "decode_attention_backend": "--decode-attention-backend"}  # fmt: skip
-# Default-rule conditions, canonical names (the run-time side evaluates these, catalog/servers docs list them).
+# Default-rule conditions, canonical names (docs/catalog.md lists them).
 _ATOMS = (
     ("hopper", re.compile(r"is_hopper_with_cuda_12_3")),
     ("sm100", re.compile(r"is_sm100(_supported)?\b")),
@@ -135,8 +120,7 @@ def _fa_backend_call(nodes: list[ast.stmt]) -> ast.Call | None:
 
 
 def _majors(test: ast.expr) -> str:
-    """The GPU majors an assert on the capability admits: "8:mha 9" (8 for MHA models only), ">=9"; the major is
-    `torch.cuda.get_device_capability()[0]`, or `major` unpacked from get_device_capability()."""
+    """The GPU majors an assert on the capability admits: "8:mha 9" (8 for MHA models only), ">=9"."""
     out = []
     for alt in test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]:
         text = ast.unparse(alt)
@@ -151,8 +135,7 @@ def _majors(test: ast.expr) -> str:
 
 
 def _asserts_on_the_way(stmts: list[ast.stmt], call: ast.Call) -> list[ast.Assert]:
-    """The asserts that run before `call` in these statements: those before it in each block on its path (inside
-    `if not _is_musa:` too, not those of a branch that does not reach it)."""
+    """The asserts that run before `call`: those before it in each block on its path, not in other branches."""
     out: list[ast.Assert] = []
     for stmt in stmts:
         if not any(node is call for node in ast.walk(stmt)):
@@ -205,8 +188,7 @@ def _registry(trees: Mapping[str, ast.Module]) -> tuple[dict[str, str], list[tup
 
 
 def _startup_refusals(trees: Mapping[str, ast.Module]) -> list[tuple[str, ...]]:
-    """server_args' `if self.attention_backend == "fa4" or self.decode_attention_backend == "fa4": raise ...`:
-    only tests made of nothing but such comparisons (a model- or feature-specific raise is not recorded)."""
+    """server_args' `if self.attention_backend == "fa4" or ...: raise`, for tests made only of such comparisons."""
     out: list[tuple[str, ...]] = []
     for path, tree in trees.items():
         if not ("server_args" in path or "arg_groups" in path):
@@ -234,8 +216,7 @@ def _startup_refusals(trees: Mapping[str, ast.Module]) -> list[tuple[str, ...]]:
 
 
 def _forward_refusals(tree: ast.Module, backends: Mapping[str, str]) -> list[tuple[str, ...]]:
-    """FlashAttentionBackend.forward_extend / forward_decode: `assert self.fa_impl_ver in [3], "..."`, with the
-    models it applies to (inside `if not self.use_mla:` only MHA models reach it)."""
+    """`assert self.fa_impl_ver in [3]` in FlashAttentionBackend.forward_extend/forward_decode, and its models."""
     out: list[tuple[str, ...]] = []
     phases = {"forward_extend": "prefill", "forward_decode": "decode"}
 
@@ -265,8 +246,7 @@ def _forward_refusals(tree: ast.Module, backends: Mapping[str, str]) -> list[tup
 
 
 def _fa4(trees: Mapping[str, ast.Module], backends: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
-    """Where fa_impl_ver=4 gets its kernels: the module a `flash_attention_v4` wrapper imports (and the variable
-    that switches it to another), or sgl_kernel.flash_attn, which the backend then calls with ver=4."""
+    """Where fa_impl_ver=4 gets its kernels, and the variable that switches it to another module."""
     backend = trees.get(BACKEND_FILE)
     if "4" not in backends.values() or backend is None:
         return "", ()
@@ -312,8 +292,7 @@ def reads(sources: Mapping[str, str]) -> tuple[str, ...]:
 
 
 def _default(trees: Mapping[str, ast.Module]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """The MHA branch (`if not ...use_mla_backend:`) of the function that picks the default backend: the one named
-    get_default_attn_backend (0.5.15 on), else the one that logs "... backend by default" (ModelRunner before)."""
+    """The MHA branch (`if not ...use_mla_backend:`) of the function that picks the default backend."""
     named, logging = [], []
     for tree in trees.values():
         for node in ast.walk(tree):
@@ -368,11 +347,7 @@ def _atoms(test: ast.expr) -> list[str]:
 
 
 def read_rules(sources: Mapping[str, str]) -> dict[str, object]:
-    """The row for one release (see the module docstring), in the catalog's encoding: `backends` "fa3=3 fa4=4";
-    a gate "BACKEND MAJORS FILE: ERROR" (majors "8:mha,9": 8 for MHA models only); a refusal
-    "WHERE BACKEND MODELS WHEN FILE: ERROR" (WHERE a phase or a flag, MODELS any|mha|mla, WHEN start-up|first-call);
-    `fa4_switch` "VARIABLE=VALUE MODULE"; a default rule "BACKEND if CONDITION ..." (no condition: the fallback).
-    `sources` holds SOURCE_FILES, and for `reads` any other files to search."""
+    """The row for one release in the catalog's encoding, from SOURCE_FILES (and for `reads` any other files)."""
     trees = {p: t for p, text in sources.items() if SOURCE_FILES.match(p) and (t := _parse(text)) is not None}
     backends, gates, refuse = _registry(trees)
     refuse = _startup_refusals(trees) + refuse

@@ -1,11 +1,6 @@
-"""What the installed SGLang does with FlashAttention: its release's rules from fa-doctor's catalog (read from the
-released wheel when the catalog was generated), or, for a release the catalog does not hold or files that differ
-from the wheel's RECORD, the same rules read from the installed source files (never imported).
-
-Where FA4 comes from is settled here too, because it can depend on the installed kernel package: SGLang
-0.5.3rc2-0.5.8.post1 call sgl_kernel.flash_attn(..., ver=4), which imports the CuTe copy inside the sgl-kernel wheel
-(catalog/servers.py KERNELS says which).
-"""
+"""What the installed SGLang does with FlashAttention: its release's rules from fa-doctor's catalog, else (a release
+the catalog does not hold, or files that differ from the wheel's RECORD) read from the installed source files; and
+where FA4 comes from, which can depend on the installed kernel package (catalog/servers.py KERNELS)."""
 
 from __future__ import annotations
 
@@ -13,6 +8,7 @@ import base64
 import hashlib
 import os
 import re
+from dataclasses import replace
 
 from fa_doctor.catalog import names, server_rules
 from fa_doctor.catalog.server_rules import SglangRules
@@ -20,8 +16,7 @@ from fa_doctor.model.install import Distribution, DistributionScan, SglangFacts
 from fa_doctor.probes import files, sglang_rules
 
 BACKEND = sglang_rules.BACKEND_FILE
-# Files checked against the installed RECORD before the catalog's rules are trusted: edited after install (a
-# patched image), the catalog's rules would not be this code's.
+# Files checked against the installed RECORD before the catalog's rules are trusted (a patched image).
 _CHECKED = (BACKEND, "sglang/srt/layers/attention/attention_registry.py", "sglang/srt/server_args.py")
 _FIXED = (
     "sglang/srt/server_args.py",
@@ -87,10 +82,7 @@ def _edited(dist: Distribution) -> list[str]:
     out = []
     for path, digest in wanted.items():
         data = files.read(os.path.join(dist.location, path), 8 << 20).data
-        if data is None:
-            continue
-        got = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        if got != digest:
+        if data is not None and base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode() != digest:
             out.append(path)
     return out
 
@@ -126,14 +118,11 @@ def _fa4(rules: SglangRules, root: str, scan: DistributionScan | None) -> tuple[
         facts = facts or (server_rules.kernel(pinned.group(1)) if pinned else None)
         module = facts.fa4 if facts and facts.fa4 else "flash_attn.cute"
         which = f"{kernel.name} {kernel.version}" if kernel else f"the kernel package ({rules.kernel or 'not pinned'})"
-        return (
-            module,
-            True,
-            (
-                f"SGLang {rules.version} calls sgl_kernel.flash_attn(..., ver=4), which takes FA4 from the CuTe copy "
-                f"inside {which} ({module}); the flash-attn-4 package is not used"
-            ),
+        text = (
+            f"SGLang {rules.version} calls sgl_kernel.flash_attn(..., ver=4), which takes FA4 from the CuTe copy "
+            f"inside {which} ({module}); the flash-attn-4 package is not used"
         )
+        return module, True, text
     if rules.fa4.startswith("sglang."):
         text = f"SGLang {rules.version}'s own vendored copy ({rules.fa4})"
         if rules.fa4_switch:
@@ -176,7 +165,5 @@ def read_sglang(dist: Distribution, override_name: str, scan: DistributionScan |
 def _with_backends(rules: SglangRules, backend: str) -> SglangRules:
     """No registry could be read (it moved, or a trimmed install): FA3, and the versions FlashAttentionBackend
     compares fa_impl_ver with (a fallback only: a comparison is not proof that a backend name maps to it)."""
-    from dataclasses import replace
-
     versions = sorted({3} | {int(v) for v in re.findall(r"fa_impl_ver\s*==\s*(\d)", backend)})
     return replace(rules, backends=tuple((f"fa{v}", v) for v in versions))

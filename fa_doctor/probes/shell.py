@@ -8,18 +8,9 @@ from collections.abc import Callable, Mapping
 
 # Names a process or $SHELL may carry, mapped to the syntax fa-doctor prints for it.
 _ALIASES = {
-    "bash": "bash",
-    "zsh": "zsh",
-    "sh": "sh",
-    "dash": "sh",
-    "ash": "sh",
-    "busybox": "sh",
-    "ksh": "sh",
-    "mksh": "sh",
-    "yash": "sh",
-    "fish": "fish",
-    "pwsh": "powershell",
-    "powershell": "powershell",
+    **dict.fromkeys(("sh", "dash", "ash", "busybox", "ksh", "mksh", "yash"), "sh"),
+    **{name: name for name in ("bash", "zsh", "fish")},
+    **dict.fromkeys(("pwsh", "powershell"), "powershell"),
 }
 
 

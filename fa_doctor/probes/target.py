@@ -16,10 +16,8 @@ from fa_doctor.process import proc
 _MARK = "FA-DOCTOR-TARGET "
 _MAX_OUTPUT = 4 << 20  # a sys.path of thousands of entries still fits
 _PY2 = "FA-DOCTOR-PY2 "
-# Runs inside the target, and must parse under Python 2 too so that it can say so. `python -c` puts the working
-# directory first on sys.path, as `python -m sglang.launch_server` does: the script sets that entry aside while
-# it runs (so a json.py or platform.py there cannot break it; it imports nothing beyond what start-up loaded)
-# and reports it where the server will have it. The answer is a Python literal, read with ast.literal_eval.
+# Runs inside the target (parsing under Python 2 too, to say so); sets the working directory's sys.path entry
+# aside while it runs and reports it where the server will have it. The answer is a literal for ast.literal_eval.
 _SCRIPT = r"""
 import sys
 if sys.version_info[0] < 3:
@@ -61,10 +59,8 @@ class TargetError(Exception):
 
 
 class TargetProbe:
-    """The target's answer, asked for as early as possible: the child starts at once and is read later, so its
-    start-up overlaps fa-doctor's own imports. ``result()`` waits at most ``timeout`` seconds, however long a
-    grandchild of the target (a ``.pth`` that forks) holds its pipes; ``close()`` ends a probe whose answer is
-    no longer wanted (the proc module's exit hook does it otherwise)."""
+    """The target's answer: the child starts at once, beside fa-doctor's imports; ``result()`` waits at most
+    ``timeout`` seconds for it, ``close()`` ends a probe whose answer is no longer wanted."""
 
     def __init__(
         self,
@@ -130,13 +126,13 @@ def _failure(python: str, done: proc.Completed, timeout: float) -> TargetError |
         return TargetError(
             f"--python {python!r} is Python {version}: Python 2 is not supported (SGLang needs Python 3)"
         )
-    if done.returncode != 0:
-        lines = [line.strip() for line in done.err().splitlines() if line.strip()]
-        status = f"signal {-done.returncode}" if done.returncode is not None and done.returncode < 0 else "exit"
-        code = "" if status != "exit" else f" {done.returncode}"
-        tail = lines[-1][:300] if lines else "no output"
-        return TargetError(f"--python {python!r} is not a working Python interpreter ({status}{code}: {tail})")
-    return None
+    if done.returncode == 0:
+        return None
+    lines = [line.strip() for line in done.err().splitlines() if line.strip()]
+    code = done.returncode
+    status = f"signal {-code}" if code is not None and code < 0 else f"exit {code}"
+    tail = lines[-1][:300] if lines else "no output"
+    return TargetError(f"--python {python!r} is not a working Python interpreter ({status}: {tail})")
 
 
 def _parse(python: str, stdout: str) -> TargetFacts:
@@ -174,9 +170,8 @@ class Chosen:
 
 
 def choose(explicit: str | None, env: Mapping[str, str]) -> Chosen:
-    """The interpreter a bare check judges, as a user expects: `--python` (or FA_DOCTOR_PYTHON); else the python
-    of the active venv ($VIRTUAL_ENV), else of the active conda environment ($CONDA_PREFIX); else the first
-    `python3` on PATH; fa-doctor's own interpreter only when there is none."""
+    """The interpreter a bare check judges: `--python`, else the active venv's or conda environment's python, else
+    the first `python3` on PATH, else fa-doctor's own."""
     own = os.path.realpath(sys.prefix)
 
     def chosen(python: str, why: str) -> Chosen:

@@ -1,8 +1,5 @@
-"""How the target's torch was built, read from its files without importing it.
-
-Importing torch costs seconds and can crash on a broken CUDA install, which is exactly the case we
-diagnose; so version.py is parsed with ``ast`` and the C++ ABI is read from build artefacts.
-"""
+"""How the target's torch was built, read from its files without importing it (which costs seconds and can crash
+on the broken CUDA install being diagnosed): version.py with ``ast``, the C++ ABI from build artefacts."""
 
 from __future__ import annotations
 
@@ -15,23 +12,18 @@ from fa_doctor.model.machine import TorchBuild
 from fa_doctor.probes.files import open_regular, read
 
 _FIELDS = ("__version__", "cuda", "hip")
-# version.py is a few hundred bytes; anything far larger is not torch's and not worth parsing.
 _MAX_VERSION_PY = 1 << 20
 _CMAKE_ABI = re.compile(rb"-D_GLIBCXX_USE_CXX11_ABI=([01])")
 # Mangled names of the new-ABI std::string/list live in namespace std::__cxx11; the old ABI has none.
 _CXX11_MARK = b"St7__cxx11"
 _CHUNK = 1 << 20
-# libc10.so is a few MB; past this, whatever the file is, the ABI stays unknown rather than read on and on.
 _MAX_LIB = 256 << 20
 
 
 def _find_torch(sys_path: Sequence[str]) -> str | None:
     for entry in sys_path:
-        # "" means the current directory at runtime, which is the caller's, not the target's.
-        if not entry or not os.path.isdir(entry):
-            continue
         pkg = os.path.join(entry, "torch")
-        if os.path.isfile(os.path.join(pkg, "__init__.py")):
+        if entry and os.path.isfile(os.path.join(pkg, "__init__.py")):  # "" is the caller's directory, not the target's
             return os.path.abspath(pkg)
     return None
 

@@ -1,10 +1,5 @@
-"""Every file fa-doctor writes goes through here: a new private file made with O_CREAT|O_EXCL (tempfile.mkstemp)
-in the destination's folder, written, flushed and renamed over the destination.
-
-A symlink or hard link planted at a temporary name is never written through (mkstemp picks a fresh name and
-refuses one that exists), and the destination itself is replaced, not followed: a link there is swapped for
-the new file, the file it pointed to is left as it was.
-"""
+"""Every file fa-doctor writes goes through here: a fresh private file (mkstemp, O_EXCL) beside the destination,
+renamed over it, so a link planted at either name is replaced, never written through."""
 
 from __future__ import annotations
 
@@ -22,25 +17,11 @@ def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, mode & ~_umask())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, mode & ~umask)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-def append_nofollow(path: str, data: bytes) -> None:
-    """Append to a file someone else named (`$GITHUB_STEP_SUMMARY`): created if missing, never through a link."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current

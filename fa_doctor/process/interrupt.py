@@ -1,22 +1,6 @@
-"""One signal path: SIGINT, SIGTERM and SIGHUP end every child group, then unwind the run as `Interrupted`.
-
-`Interrupted` is a BaseException, so `contained()` checks (which catch Exception) do not swallow it; the CLI
-catches it around each command and still emits the result (one JSON document under `--json`), with exit code
-130, 143 or 129. Children run in their own sessions, so a terminal's Ctrl-C never reaches them: the handler
-ends them itself (`fa_doctor.process.proc.terminate_all`), before anything else can block.
-
-A run of the program goes through three modes, so that no moment of it ends in a traceback:
-
-- `defer()` (the first instruction of `fa_doctor.entry.main`, before any heavy import): a signal is only
-  recorded; there is nothing to unwind yet.
-- `arm()` (once the entry's guard is in place): a recorded signal is raised there, and every later one raises
-  `Interrupted` where it lands.
-- `finishing()` (the report is out): a signal ends the children and the process with 128+N at once, with no
-  second report, no traceback from the clean-up or from `atexit`.
-
-`restore_for_exec()` gives a COMMAND that `exec` starts the dispositions a shell would (Python ignores SIGPIPE
-and SIGXFSZ; fa-doctor's handlers end with it).
-"""
+"""One signal path: SIGINT, SIGTERM and SIGHUP end every child group, then unwind the run as `Interrupted` (a
+BaseException, so `contained()` does not swallow it; the CLI exits 130/143/129). Modes: `defer()` records a signal,
+`arm()` raises it, `finishing()` exits with 128+N at once (docs/internals.md, "Signals")."""
 
 from __future__ import annotations
 
@@ -28,7 +12,6 @@ from collections.abc import Iterator
 from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-# Ignored by the Python runtime itself at start-up, not by whoever started fa-doctor.
 _PYTHON_IGNORES = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ", "SIGXFZ") if hasattr(signal, n))
 
 _DEFER, _RAISE, _EXIT = "defer", "raise", "exit"
@@ -58,9 +41,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         return
     if _mode == _EXIT:
         _exit_now(signum)
-    # Ignore repeats while this one unwinds: a second Ctrl-C must not leave children behind half-way. A Python
-    # no-op, not SIG_IGN: a repeat already caught by the C handler is then dropped quietly (with SIG_IGN CPython
-    # prints "Signal N ignored due to race condition" and a traceback).
+    # Repeats are ignored while this one unwinds, by a Python no-op: with SIG_IGN CPython prints a traceback.
     for sig in SIGNALS:
         signal.signal(sig, _ignore)
     _end_children()
@@ -68,7 +49,6 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 
 def _ignore(signum: int, frame: object) -> None:
-    """A repeat while one signal unwinds: nothing to do."""
     del signum, frame
 
 
@@ -79,38 +59,29 @@ def _exit_now(signum: int) -> None:
     with contextlib.suppress(BaseException):
         _end_children(signal.SIGKILL, 0.0)
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
-            if stream is not None:
-                stream.flush()
+        with contextlib.suppress(BaseException):  # None too (no stdout): AttributeError
+            stream.flush()
     os._exit(128 + signum)
-
-
-def _take(sig: int) -> object | None:
-    """Put the handler on `sig` unless the caller ignores it; returns what it replaced (None: left alone)."""
-    old = signal.getsignal(sig)
-    if old is signal.SIG_IGN and sig not in _handled:
-        _ignored_at_start.add(sig)
-        return None
-    if old is _handler or old is _ignore:
-        return None if old is _handler else signal.signal(sig, _handler)
-    return signal.signal(sig, _handler)
 
 
 _handled: set[int] = set()  # signals whose SIG_IGN is our own (set while one unwinds), not the caller's
 
 
 def _install(mode: str) -> dict[int, object]:
+    """The handler on each signal the caller does not ignore (main thread only); returns what it replaced."""
     global _mode
     previous: dict[int, object] = {}
-    try:
+    with contextlib.suppress(ValueError):  # not the main thread
         for sig in SIGNALS:
-            old = _take(sig)
-            if old is not None:
-                previous[sig] = old
-                _handled.add(sig)
+            old = signal.getsignal(sig)
+            if old is signal.SIG_IGN and sig not in _handled:
+                _ignored_at_start.add(sig)
+            elif old is not _handler:
+                signal.signal(sig, _handler)
+                if old is not None:
+                    previous[sig] = old
+                    _handled.add(sig)
         _mode = mode
-    except ValueError:  # not the main thread
-        pass
     return previous
 
 
@@ -140,16 +111,11 @@ def finishing() -> None:
     _mode = _EXIT
 
 
-def install() -> dict[int, object]:
-    """Install the handlers (main thread only; elsewhere nothing); returns the dispositions they replaced."""
-    return _install(_RAISE)
-
-
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
-    """The handlers for the duration of a block; what was there before comes back after it."""
+    """The handlers (main thread only) for the duration of a block; what was there before comes back after it."""
     global _mode
-    previous = install()
+    previous = _install(_RAISE)
     try:
         yield
     finally:
@@ -161,21 +127,18 @@ def handled() -> Iterator[None]:
 
 
 def restore_for_exec() -> None:
-    """Dispositions for a program fa-doctor becomes: the default for what Python or fa-doctor changed, ignored only
-    what the caller ignored. (A caught signal resets at execve by itself; an ignored one would be inherited.)"""
+    """Dispositions for a program fa-doctor execs: the default, except what fa-doctor's caller ignored."""
     for sig in (*_PYTHON_IGNORES, *SIGNALS):
         with contextlib.suppress(ValueError, OSError):
             signal.signal(sig, signal.SIG_IGN if sig in _ignored_at_start else signal.SIG_DFL)
 
 
-# ---- a test hook: deterministic signals at named points ----------------------------------------------------
-
 _PAUSE_AT = os.environ.get("FA_DOCTOR_TEST_PAUSE_AT")
 
 
 def checkpoint(name: str) -> None:
-    """With FA_DOCTOR_TEST_PAUSE_AT=`name`: announce `name` on the fd FA_DOCTOR_TEST_PAUSE_FD (default 2), wait
-    for one of SIGNALS and deliver it here, as if it had arrived at this very instruction. Otherwise nothing."""
+    """A test hook: with FA_DOCTOR_TEST_PAUSE_AT=`name`, write `name` to fd FA_DOCTOR_TEST_PAUSE_FD (default 2),
+    wait for one of SIGNALS and deliver it here, as if it had arrived at this very instruction."""
     if name != _PAUSE_AT:
         return
     fd = int(os.environ.get("FA_DOCTOR_TEST_PAUSE_FD", "2"))

@@ -1,35 +1,12 @@
-"""The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind.
-
-Every child gets a new session (so its process group is its pid and a terminal's Ctrl-C does not reach it
-directly) and a unique ``FA_DOCTOR_RUN`` token in its environment. ``Child.collect`` reads stdout, stderr and
-any extra pipes with ``select`` until a deadline, keeping at most ``max_output`` bytes of each stream. It never
-waits on a pipe past the deadline, nor past a short grace after the child itself has exited: a grandchild that
-inherited the pipe cannot extend the bound. When the child exits, and at the deadline, every process left of
-it is killed:
-
-- its process group (what it forked, unless that called ``setsid``);
-- its live descendants, found through ``/proc/<pid>/task/*/children`` (catches ``setsid`` while the parent
-  lives);
-- every process of ours whose environment carries the child's token (catches a ``setsid`` grandchild whose
-  parent already exited, so that it was re-parented to init and no tree walk can find it).
-
-Why not ``PR_SET_CHILD_SUBREAPER``: it is process-wide, it would make fa-doctor the parent of every orphan of
-every child (zombies to reap, waits racing ``subprocess``'s own), and when several smoke children run at once
-it cannot say whose orphan is whose. The token names the owner exactly. Its limit: a descendant that both
-leaves the session and clears its environment (a deliberate daemon) is not found once its parent has exited.
-
-Signal contract: the live children are in a module registry. ``terminate_all(sig)`` sends ``sig`` to each
-child's group and leftovers, and to any other child of this process (one that a signal caught between its
-fork and its registration), waits up to ``grace`` seconds, then SIGKILLs what is left. It takes no lock and
-may be called from a signal handler in the main thread while other threads are inside ``collect``; those
-calls then return with the child's signal as its exit status. An ``atexit`` hook does the same with SIGKILL,
-so a child still running when the interpreter exits (a usage error after the early probe started) is not orphaned.
-"""
+"""The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind (its group,
+descendants and every process carrying its ``FA_DOCTOR_RUN`` token are killed); ``terminate_all`` is safe in a
+signal handler. Design and limits: docs/internals.md, "Subprocesses"."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import glob
 import itertools
 import os
 import select
@@ -50,8 +27,7 @@ _STARTING: dict[str, None] = {}  # tokens of children being started
 
 @dataclass(frozen=True, slots=True)
 class Completed:
-    """What a bounded run produced. ``returncode`` is None when the child could not be reaped (it was killed
-    at the deadline and is stuck in the kernel) or is negative for a signal, as in ``subprocess``."""
+    """What a bounded run produced. ``returncode``: None when the child could not be reaped, negative for a signal."""
 
     returncode: int | None
     stdout: bytes
@@ -68,8 +44,7 @@ class Completed:
 
 
 class Child:
-    """A started child. Raises OSError (FileNotFoundError, PermissionError, ...) or ValueError when it cannot
-    start, as ``subprocess.Popen`` does."""
+    """A started child; OSError or ValueError when it cannot start, as ``subprocess.Popen``."""
 
     def __init__(
         self,
@@ -83,8 +58,7 @@ class Child:
         self.token = f"{os.getpid()}-{next(_counter)}-{time.monotonic_ns()}"
         child_env = dict(os.environ if env is None else env)
         child_env[TOKEN_VAR] = self.token
-        # A signal handler may run (and raise) anywhere in here, before the child is registered: terminate_all
-        # then finds it as a child of ours, or by this token once it has exec'd.
+        # A signal here, before the child is registered: terminate_all finds it as our child, or by this token.
         _STARTING[self.token] = None
         try:
             self.proc = subprocess.Popen(
@@ -112,20 +86,20 @@ class Child:
         grace: float = 0.5,
         reap: float = 2.0,
     ) -> Completed:
-        """Read until every pipe is closed or the child has exited (plus ``grace`` for the pipes to drain), at
-        most ``timeout`` seconds; then kill what is left. ``extra`` maps more read fds (closed here) to a
-        callback for each chunk. Any exception (KeyboardInterrupt included) kills the child before it
-        propagates."""
+        """Read until every pipe is closed or the child has exited (plus ``grace``), at most ``timeout`` seconds;
+        then kill what is left (on any exception too). ``extra`` maps more read fds (closed here) to a callback."""
         start = time.monotonic()
         deadline = start + max(0.0, timeout)
         bufs = {"stdout": bytearray(), "stderr": bytearray()}
         truncated = timed_out = False
         sel = selectors.DefaultSelector()
-        pidfd = _pidfd(self.pid)
+        try:
+            pidfd: int | None = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # not Linux, kernel < 5.3, or already reaped
+            pidfd = None
         try:
             for name in ("stdout", "stderr"):
-                stream = getattr(self.proc, name)
-                sel.register(stream.fileno(), selectors.EVENT_READ, name)
+                sel.register(getattr(self.proc, name).fileno(), selectors.EVENT_READ, name)
             for fd, callback in (extra or {}).items():
                 sel.register(fd, selectors.EVENT_READ, callback)
             if pidfd is not None:
@@ -134,12 +108,10 @@ class Child:
             pipes = len(sel.get_map()) - (pidfd is not None)
             while pipes:
                 now = time.monotonic()
-                if exited_at is None and now >= deadline:
-                    timed_out = True
-                    break
-                if exited_at is not None and now >= min(deadline, exited_at + grace):
-                    break
                 limit = deadline if exited_at is None else min(deadline, exited_at + grace)
+                if now >= limit:
+                    timed_out = exited_at is None
+                    break
                 # Without a pidfd, poll for the child's exit: a grandchild may hold the pipes open forever.
                 wait = limit - now if pidfd is not None or exited_at is not None else min(limit - now, 0.05)
                 for key, _ in sel.select(max(0.0, wait)):
@@ -190,14 +162,8 @@ class Child:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.kill(reap=reap)
-        return Completed(
-            self.proc.returncode,
-            bytes(bufs["stdout"]),
-            bytes(bufs["stderr"]),
-            timed_out,
-            truncated,
-            time.monotonic() - start,
-        )
+        out, err = bytes(bufs["stdout"]), bytes(bufs["stderr"])
+        return Completed(self.proc.returncode, out, err, timed_out, truncated, time.monotonic() - start)
 
     def _sweep(self, sig: int) -> None:
         """Signal the group, the live descendants and every process carrying our token (see module doc)."""
@@ -211,8 +177,7 @@ class Child:
                 os.kill(pid, sig)
 
     def kill(self, reap: float = 2.0) -> None:
-        """SIGKILL the child and everything left of it, reap the child (waiting at most ``reap`` s: one stuck
-        in uninterruptible sleep cannot be), close the pipes and forget it."""
+        """SIGKILL the child and its leftovers, reap it (waiting at most ``reap`` s), close the pipes, forget it."""
         for _ in range(3):  # a leftover that forks while we sweep gets another round
             self._sweep(signal.SIGKILL)
             if not _tagged(self.token):
@@ -247,10 +212,8 @@ def live() -> list[int]:
 
 
 def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
-    """End every live child and its leftovers: ``sig`` first, SIGKILL after ``grace`` s. Also ends any other
-    child of this process (one a signal caught half-way through its start, before it was registered) and
-    what it started. Returns how many children there were. Safe in a signal handler (no lock; see the
-    module doc)."""
+    """End every live child, any other child of ours (caught half-way through its start) and their leftovers:
+    ``sig`` first, SIGKILL after ``grace`` s. Returns how many children there were. Safe in a signal handler."""
     children = list(_LIVE.values())
     strays = [pid for pid in _children(os.getpid()) if pid not in _LIVE]
     tokens = list(_STARTING)
@@ -282,23 +245,13 @@ def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
 atexit.register(terminate_all, signal.SIGKILL, 0.0)
 
 
-def _pidfd(pid: int) -> int | None:
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):  # not Linux, kernel < 5.3, or already reaped
-        return None
-
-
 def _exited(proc: subprocess.Popen[bytes]) -> bool:
-    """Whether the child has exited, without reaping it: its pid (and so its group id) stays ours until the
-    leftovers are killed."""
+    """Whether the child has exited, without reaping it: its pid (its group id) stays ours till leftovers die."""
     if proc.returncode is not None:
         return True
     try:
         info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return proc.poll() is not None
-    except (AttributeError, OSError):
+    except (AttributeError, OSError):  # ChildProcessError included
         return proc.poll() is not None
     return info is not None
 
@@ -317,13 +270,9 @@ def _running(pids: Sequence[int]) -> bool:
 
 def _children(pid: int) -> list[int]:
     out: list[int] = []
-    try:
-        tasks = os.listdir(f"{_PROC}/{pid}/task")
-    except OSError:
-        return out
-    for task in tasks:
+    for path in glob.glob(f"{_PROC}/{pid}/task/*/children"):
         try:
-            with open(f"{_PROC}/{pid}/task/{task}/children", "rb") as fh:
+            with open(path, "rb") as fh:
                 out += [int(p) for p in fh.read(1 << 20).split()]
         except (OSError, ValueError):
             continue

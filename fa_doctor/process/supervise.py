@@ -1,17 +1,11 @@
-"""A supervisor for one `fix --apply` command: it, the command and whatever the command starts end together.
-
-Run by `fa_doctor.process.children` as `<fa-doctor's python> -I -c <this file's text> COMMAND...` (standard
-library only: it is never imported as part of fa-doctor). fa-doctor gives it a parent-death signal (SIGTERM);
-it makes itself the subreaper of what COMMAND starts, gives COMMAND a parent-death signal of its own (SIGKILL),
-and on SIGTERM, SIGINT or SIGHUP, or when COMMAND exits, kills every process left under it. So a SIGKILL of
-fa-doctor ends pip and the compilers its build started, not only pip. Its exit status is COMMAND's; a COMMAND
-killed by a signal is reported the same way (the supervisor ends itself with that signal).
-"""
+"""Supervisor of one `fix --apply` command, run as `python -I -c <this file> COMMAND...` (stdlib only, never
+imported): it, COMMAND and all COMMAND starts end together (docs/internals.md, "fix --apply's commands")."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import glob
 import os
 import signal
 import subprocess
@@ -22,22 +16,13 @@ PR_SET_CHILD_SUBREAPER = 36
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
 
-def _prctl(option: int, value: int) -> None:
-    _LIBC.prctl(option, value, 0, 0, 0)
-
-
 def _descendants() -> list[int]:
     found: list[int] = []
     todo = [os.getpid()]
     while todo and len(found) < 100000:
-        pid = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for task in tasks:
+        for path in glob.glob(f"/proc/{todo.pop()}/task/*/children"):
             try:
-                with open(f"/proc/{pid}/task/{task}/children", "rb") as fh:
+                with open(path, "rb") as fh:
                     kids = [int(p) for p in fh.read().split()]
             except (OSError, ValueError):
                 continue
@@ -68,13 +53,13 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def _child_setup() -> None:
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     try:
         child = subprocess.Popen(argv, preexec_fn=_child_setup)
     except OSError as exc:
