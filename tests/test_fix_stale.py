@@ -101,6 +101,7 @@ def test_a_sigkilled_apply_is_named_and_blocks_the_next_until_undone(
     assert named.severity.value == "fail" and named.evidence["state"] == "running"
     journal = named.evidence["journal"]
     assert journal and Path(journal).is_file() and "saved flash-attn-4 4.0.0b36" in str(named.detail)
+    assert "(undo: " in str(named.detail) and "<function" not in str(named.detail)  # the undo in words
     (saved,) = named.evidence["saved"]
     assert Path(saved).parent == fenv.site and Path(saved).name.startswith(".fa-doctor-undo-")
     assert [r.commands for r in named.remedies] == [

@@ -91,7 +91,7 @@ def find(python: str, sys_path: Sequence[str], exclude: str | None = None, tmp: 
         pending = [e for e in book.entries if not e.undone]
         if not ours or book.state in _FINAL or not (pending or book.current):
             continue
-        changes = [f"{e.did} (undo: {e.undo})" for e in pending]
+        changes = [f"{e.did} (undo: {e.undo_text})" for e in pending]
         if book.current is not None and not any(e.step == book.current[0] for e in book.entries):
             changes.append(f"step {book.current[0] + 1} was under way: {book.current[1]}")
         pid = book.writer[0]
