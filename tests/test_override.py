@@ -189,6 +189,16 @@ def test_active_with_sglang(server: Facts) -> None:
     assert finding.evidence["sglang_reads_it"] is True
 
 
+def test_active_claims_no_gpu_support_without_a_gpu(server: Facts) -> None:
+    """No GPU visible: the pin's detail says what the claim rests on, not "supports the visible GPUs" (issue 26)."""
+    bare = dataclasses.replace(server, gpus=dataclasses.replace(server.gpus, devices=()))
+    finding, _ = run(bare, "3")
+    assert "visible GPUs" not in finding.detail and "no GPU seen: not proven here" in finding.detail
+    named = dataclasses.replace(bare, gpu_arch=("sm_90",))
+    finding, _ = run(named, "3")
+    assert "is supported on sm_90 (from --gpu-arch); no GPU here ran it" in finding.detail
+
+
 def test_active_without_sglang(fa2_only: Facts) -> None:
     finding, pinned = run(fa2_only, "2")
     assert pinned == 2

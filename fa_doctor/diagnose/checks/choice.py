@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fa_doctor.catalog.families import BY_KEY
 from fa_doctor.diagnose.checks import remedies
-from fa_doctor.diagnose.checks.override import best_valid
+from fa_doctor.diagnose.checks.override import best_valid, proven
 from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.diagnose.derive.selection import PhaseChoice, Selection, implementation_for
 from fa_doctor.model.facts import Facts
@@ -54,7 +54,7 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
             if choice.source == "flag":
                 alt = f"--attention-backend fa{good}" if good else "--attention-backend triton"
                 state = implementation_for(good, facts, states)[0] if good else None
-                fixes.append(Remedy(f"Change the flag: {alt} {_proven(facts, state.impl.key if state else None)}.", ()))
+                fixes.append(Remedy(f"Change the flag: {alt} {proven(facts, state.impl.key if state else None)}.", ()))
             fixes += _auto(facts)
             out.append(
                 Finding(
@@ -89,7 +89,7 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                     choice.why
                     + "."
                     + (f" FA4 comes from {source}." if source else "")
-                    + ("" if seen else f" It {_proven(facts, choice.implementation)}."),
+                    + ("" if seen else f" It {proven(facts, choice.implementation)}."),
                     evidence,
                 )
             )
@@ -112,21 +112,6 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                 )
             )
     return out
-
-
-def _proven(facts: Facts, key: str | None) -> str:
-    """What a claim that `key` runs rests on: a visible GPU, the --gpu-arch named, or nothing (issue #26)."""
-    if facts.gpus.devices:
-        return "works here"
-    impl = BY_KEY.get(key or "")
-    if facts.gpu_arch and impl is not None:
-        other = [a for a in facts.gpu_arch if not impl.supports(divmod(int(a.removeprefix("sm_")), 10))]
-        if not other:
-            return f"is supported on {', '.join(facts.gpu_arch)} (from --gpu-arch); no GPU here ran it"
-        return (
-            f"is not proven here: no GPU seen, and {impl.label} runs on {impl.capability_text}, not {', '.join(other)}"
-        )
-    return "is what the installed packages provide; no GPU seen: not proven here"
 
 
 def _auto(facts: Facts) -> tuple[Remedy, ...]:

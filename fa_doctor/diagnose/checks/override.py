@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fa_doctor.catalog.families import BY_KEY
 from fa_doctor.diagnose.checks import remedies
 from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.diagnose.derive.pin import VALID, parse_override
@@ -34,6 +35,21 @@ def _relation(facts: Facts, version: int) -> str:
         text + f". The installed SGLang {facts.sglang.version} does not read {OVERRIDE} itself: it takes effect "
         "only where your launcher turns it into that flag."
     )
+
+
+def proven(facts: Facts, key: str | None) -> str:
+    """What a claim that `key` runs rests on: a visible GPU, the --gpu-arch named, or nothing (issue #26)."""
+    if facts.gpus.devices:
+        return "works here"
+    impl = BY_KEY.get(key or "")
+    if facts.gpu_arch and impl is not None:
+        other = [a for a in facts.gpu_arch if not impl.supports(divmod(int(a.removeprefix("sm_")), 10))]
+        if not other:
+            return f"is supported on {', '.join(facts.gpu_arch)} (from --gpu-arch); no GPU here ran it"
+        return (
+            f"is not proven here: no GPU seen, and {impl.label} runs on {impl.capability_text}, not {', '.join(other)}"
+        )
+    return "is what the installed packages provide; no GPU seen: not proven here"
 
 
 def best_valid(facts: Facts, states: dict[str, ImplState]) -> int | None:
@@ -106,7 +122,9 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
             "override.active",
             Severity.INFO,
             f"{OVERRIDE}={version} pins FA{version}",
-            f"{state.impl.label} is installed and supports the visible GPUs. " + _relation(facts, version),
+            f"{state.impl.label} is installed and "
+            + ("supports the visible GPUs. " if facts.gpus.devices else f"{proven(facts, state.impl.key)}. ")
+            + _relation(facts, version),
             evidence,
         )
     ], version
