@@ -4,12 +4,14 @@ key/value lists and tables, then the packages, the smoke cases and the timings."
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import CheckPayload, ExplainPayload, FixPayload, Result
 from fa_doctor.render.base import Renderer
+from fa_doctor.render.fleet import fleet_summary, head, install_line, node_names, others
 from fa_doctor.render.shell import fix_command, remedy_lines
 
 _MARK = {
@@ -91,10 +93,20 @@ def summary_text(result: Result) -> str:
     return f"{c[Severity.FAIL]} failing, {c[Severity.WARN]} warning(s), {c[Severity.OK]} ok, {c[Severity.INFO]} info"
 
 
+def verdict(result: Result, summary: str) -> str:
+    return f"{result.status.upper()} — {summary} (exit {result.exit_code})"
+
+
 class HumanRenderer(Renderer):
     name = "human"
 
     def format(self, result: Result) -> str:
+        return self._printed(self._report, result)
+
+    def fleet(self, result: Result, payload: FleetPayload) -> str:
+        return self._printed(self._fleet, result, payload)
+
+    def _printed(self, report: Callable[..., None], *args: Any) -> str:
         from rich.console import Console
 
         buffer = io.StringIO()
@@ -110,7 +122,7 @@ class HumanRenderer(Renderer):
             width=self.width,
             soft_wrap=True,
         )
-        self._report(result)
+        report(*args)
         # Table cells are padded to their column's width: no line ends in blanks a copy would carry along.
         return "\n".join(line.rstrip(" ") for line in buffer.getvalue().split("\n"))
 
@@ -144,8 +156,7 @@ class HumanRenderer(Renderer):
             found = len(result.payload.matches)
             self.line(f"{found} explanation(s), best first" if found else "No known failure matches", "bold")
         else:
-            status = f"Status: {result.status.upper()} — {summary_text(result)} (exit {result.exit_code})"
-            self.prose(status, _STATUS_STYLE.get(result.status))
+            self.prose(f"Status: {verdict(result, summary_text(result))}", _STATUS_STYLE.get(result.status))
         if target is not None:
             self.prose(selection_line(payload))
             self.prose(gpu_line(payload))
@@ -264,3 +275,81 @@ class HumanRenderer(Renderer):
         if result.timings:
             self.line("")
             self.line("Timings: " + ", ".join(f"{k} {_duration(v)}" for k, v in result.timings.items()), "dim")
+
+    def _fleet(self, result: Result, payload: FleetPayload) -> None:
+        """The verdict, a row per install group, each finding once with its nodes and fixes, the outliers and what
+        could not be merged; `-v` lists every node."""
+        self.line(head(result, payload), "bold")
+        if result.error:
+            self.line(f"fa-doctor: {result.error}", "bold red")
+        else:
+            self.line(f"Status: {verdict(result, fleet_summary(payload))}", _STATUS_STYLE.get(result.status))
+        if payload.groups:
+            self.line("")
+            self.line("Groups (nodes with the same install fingerprint):", "bold")
+            rows = []
+            for g in payload.groups:
+                loud = [f"{f.id} ×{f.nodes}" for f in g.findings if f.severity in (Severity.FAIL, Severity.WARN)]
+                found = ", ".join(loud[:3]) + (f" (+{len(loud) - 3})" if len(loud) > 3 else "") or "—"
+                counts = {s: g.counts.get(s, 0) for s in ("ok", "warn", "fail")}
+                row = {"group": g.fingerprint, "nodes": len(g.nodes), "status": g.status}
+                rows.append(row | counts | {"failing or warning findings": found})
+            self.table(rows, 2)
+            for g in payload.groups:
+                self.line(f"{g.fingerprint}: {install_line(g.install)}", "dim", indent=2)
+                if self.verbose:
+                    self.line("nodes: " + node_names(payload, g.nodes, None), "dim", indent=4)
+        limit = None if self.verbose else 10
+        if payload.findings:
+            self.line("")
+            self.line("Findings (each once, with the nodes that have it):", "bold")
+        for f in payload.findings:
+            mark, style = _MARK[f.severity]
+            self.line(f"{mark} {f.title}  [{f.id}]", style)
+            where = "every node of its group" if f.scope == "install" else "some nodes of its group"
+            self.line(f"on {len(f.nodes)} node(s), {where}: {node_names(payload, f.nodes, limit)}", indent=4)
+            for remedy in f.remedies:
+                self.line("fix: " + remedy.text, "bold", indent=4)
+                for command in remedy.commands:
+                    self.line(command, "cyan", indent=8)
+            if f.variants > len(f.remedies):
+                self.line(f"({f.variants - len(f.remedies)} more remedy variant(s): --format json has them)", "dim", 4)
+        if payload.outliers:
+            self.line("")
+            self.line("Outliers (install as their group's, result not):", "bold yellow")
+            for o in payload.outliers[:limit]:
+                self.line(f"{o.node} (group {o.group}): " + "; ".join(o.why), indent=2)
+            if limit is not None and len(payload.outliers) > limit:
+                self.line(f"... {len(payload.outliers) - limit} more (-v lists them)", "dim", indent=2)
+        lists = others(payload)
+        for key, title in (
+            ("refused", "Refused reports (not merged):"),
+            ("unreachable", "Unreachable nodes (no report):"),
+            ("duplicates", "Nodes reported more than once (the newest report of each is merged):"),
+        ):
+            items, more = lists[key]
+            if items:
+                self.line("")
+                self.line(title, "bold yellow")
+                for where, why in items[:limit]:
+                    self.line(f"{where}: {why}", indent=2)
+                hidden = 0 if limit is None else max(0, len(items) - limit)
+                notes = [f"-v lists {hidden} of them"] if hidden else []
+                notes += [f"merge lists the first {len(items)} and counts the rest"] if more else []
+                if hidden or more:
+                    self.line(f"... {hidden + more} more ({'; '.join(notes)})", "dim", indent=2)
+        if self.verbose and payload.nodes:
+            self.line("")
+            self.line("Nodes:", "bold")
+            rows = [
+                {
+                    "node": n.name,
+                    "group": payload.groups[n.group].fingerprint,
+                    "status": n.status.value,
+                    "GPUs": n.gpus,
+                    "findings": ", ".join(fid for fid, _ in n.findings) or n.error,
+                    "source": n.source,
+                }
+                for n in payload.nodes
+            ]
+            self.table(rows, 2)
