@@ -1,14 +1,11 @@
-"""The fleet report, typed: what `merge` and `fleet ray` return as their payload (schema `fa-doctor.fleet/1`).
-
-Every string in it came from a node's report and is hostile: the render boundary escapes it like any other.
-A fleet may have 100,000 nodes: each node's text (name, source, error) is held once, in `Nodes`; groups and
-findings name their nodes by index into it, in arrays of numbers, which the boundary passes through as they are.
-"""
+"""The fleet report, typed: the payload of `merge` and `fleet ray` (schema `fa-doctor.fleet/1`). Every string came
+from a node's report and is hostile: the render boundary escapes it. Each node's text is held once, in `Nodes`;
+groups and findings name nodes by index, in arrays the boundary passes through (100,000 nodes stay small)."""
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fa_doctor.model.finding import Remedy, Severity
@@ -38,7 +35,7 @@ class Install:
 
 @dataclass(frozen=True, slots=True)
 class NodeResult:
-    """One node's verdict, as the fleet report lists it (one JUnit test case per node): a row of `Nodes`."""
+    """One node's verdict: a row of `Nodes` (one JUnit test case per node)."""
 
     name: str  # unique in the fleet report
     group: int  # its group's index in FleetPayload.groups
@@ -51,17 +48,14 @@ class NodeResult:
 
 @dataclass(frozen=True, slots=True)
 class Nodes:
-    """Every node of the fleet as columns, in the fleet's order; iterating gives `NodeResult` rows.
-
-    Only `names`, `sources` and `errors` are node text; the rest are numbers: the group's index, the status
-    (index into STATUSES), the GPU count, and the finding set (index into `finding_sets`, the distinct lists of
-    non-ok findings: most nodes of a fleet share a few)."""
+    """Every node as columns, in the fleet's order: text in tuples, numbers in arrays; `findings` indexes
+    `finding_sets`, the distinct lists of non-ok findings (most nodes share a few). Iterating gives NodeResults."""
 
     names: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     errors: Mapping[int, str] = field(default_factory=dict)  # node index -> why fa-doctor could not check it
     groups: array[int] = field(default_factory=indexes)
-    statuses: array[int] = field(default_factory=indexes)
+    statuses: array[int] = field(default_factory=indexes)  # index into STATUSES
     gpus: array[int] = field(default_factory=indexes)
     findings: array[int] = field(default_factory=indexes)
     finding_sets: tuple[tuple[tuple[str, Severity], ...], ...] = ()
@@ -69,22 +63,10 @@ class Nodes:
     def __len__(self) -> int:
         return len(self.names)
 
-    def __getitem__(self, i: int) -> NodeResult:
-        return NodeResult(
-            self.names[i],
-            self.groups[i],
-            STATUSES[self.statuses[i]],
-            self.finding_sets[self.findings[i]],
-            self.sources[i],
-            self.errors.get(i),
-            self.gpus[i],
-        )
-
     def __iter__(self) -> Iterator[NodeResult]:
-        return (self[i] for i in range(len(self.names)))
-
-    def count(self, status: Severity) -> int:
-        return self.statuses.count(STATUSES.index(status))
+        for i, name in enumerate(self.names):
+            status, found = STATUSES[self.statuses[i]], self.finding_sets[self.findings[i]]
+            yield NodeResult(name, self.groups[i], status, found, self.sources[i], self.errors.get(i), self.gpus[i])
 
     def with_status(self, status: Severity) -> list[int]:
         code = STATUSES.index(status)
@@ -110,10 +92,8 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class FleetFinding:
-    """One non-ok finding id across the fleet, its remedies once.
-
-    `scope` answers "the image or the node?": `install` when every node of each group it occurs in has it,
-    `node` when only some nodes of a group do."""
+    """One non-ok finding id across the fleet, its remedies once. `scope`: `install` when every node of each group
+    it occurs in has it (the image's), `node` when only some nodes of a group do (the nodes')."""
 
     id: str
     severity: Severity
@@ -134,28 +114,21 @@ class Outlier:
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    """A report that was read but not merged (other schema, truncated, not a node report), and why."""
-
-    source: str
+    source: str  # a report read but not merged (other schema, truncated, not a node report)
     why: str
 
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
-    """A node that sent more than one report (the same identity: its host name or scheduler node id): the
-    newest is merged, the others are not."""
-
-    node: str  # its name in the fleet report
-    kept: str  # the source of the report merged
+    node: str  # a node that sent more than one report (one identity): its name in the fleet report
+    kept: str  # the source of the report merged (the newest)
     dropped: tuple[str, ...]  # the sources of the others, the first few
     reports: int  # how many reports of it were read
 
 
 @dataclass(frozen=True, slots=True)
 class Unreachable:
-    """A node the engine knows but that gave no report in time."""
-
-    node: str
+    node: str  # a node the engine knows but that gave no report in time
     why: str
 
 
@@ -176,11 +149,11 @@ class FleetPayload:
 
     @property
     def counts(self) -> dict[str, int]:
-        out = {s.value: self.nodes.count(s) for s in STATUSES}
+        out = {s.value: self.nodes.statuses.count(i) for i, s in enumerate(STATUSES)}
         refused = max(self.refused_count, len(self.refused))
         return out | {"refused": refused, "unreachable": len(self.unreachable), "duplicates": self.duplicate_reports}
 
-    def names(self, nodes: array[int], limit: int | None = None) -> list[str]:
+    def names(self, nodes: Sequence[int], limit: int | None = None) -> list[str]:
         """The names of nodes given by index (the first `limit`)."""
         names = self.nodes.names
         return [names[i] for i in (nodes if limit is None else nodes[:limit])]
