@@ -1,13 +1,6 @@
-"""`fa-doctor fleet ray`: one `check` on every alive node of a Ray cluster, the cluster multi-node vLLM and SGLang
-deployments already run, instead of an agent of our own.
-
-Each node gets one task, pinned to it by node affinity (`soft=False`: it runs there or nowhere), asking for all
-of the node's GPUs so that the smoke test gets them (Ray sets `CUDA_VISIBLE_DEVICES`) and no CPU (so a node whose
-CPUs are all reserved still answers). The task runs `python -m fa_doctor check --format json ...` in a bounded
-child (`fa_doctor.process.proc`), with `FA_DOCTOR_RAY_NODE_ID` naming the node for the report's `host`, and returns its
-output. What has not answered by the deadline (a node whose GPUs a running server holds, a dead raylet) is
-listed as unreachable and its task cancelled. Ray is imported here only, when the command runs.
-"""
+"""`fa-doctor fleet ray`: one `check` on every alive node of a Ray cluster (the cluster multi-node vLLM and SGLang
+already run), pinned there with all its GPUs and no CPU, in a bounded child; what has not answered by the deadline
+is unreachable (docs/fleet.md: Ray). Ray is imported here only, when the command runs."""
 
 from __future__ import annotations
 
@@ -29,7 +22,6 @@ _MARGIN = 5.0  # seconds between the child's own deadline and the driver's: the 
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    node: str  # "HOST (ray:ID12)"
     node_id: str
     report: bytes  # the check's stdout: one JSON document
 
@@ -119,7 +111,7 @@ def collect(
                 why = f"check ended without a report (exit {code}): {err.strip()[-_STDERR_TAIL:] or 'no output'}"
                 unreachable.append(Unreachable(label(node), why))
             else:
-                answers.append(Answer(label(node), node["NodeID"], out))
+                answers.append(Answer(node["NodeID"], out))
         for ref in pending:
             ray.cancel(ref, force=True)
             why = f"no report within {deadline:g} s (its GPUs held by a running server, or the node is stuck)"

@@ -1,8 +1,5 @@
-"""Make reports safe to paste: the home folder becomes ~, secret-looking values and URL credentials are hidden.
-
-Remedy commands are not scrubbed (see render/boundary.py): a command keeps absolute paths, because `~` inside
-quotes is never expanded by a shell.
-"""
+"""Make reports safe to paste: the home folder becomes ~, secret-looking values and URL credentials are hidden
+(a remedy's commands are not scrubbed: render/boundary.py)."""
 
 from __future__ import annotations
 
