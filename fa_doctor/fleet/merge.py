@@ -247,24 +247,14 @@ class Merger:
         for node, found_set in enumerate(self._set):
             for fid in ids[found_set]:
                 nodes[fid].append(node)
-        where: dict[str, dict[str, tuple[int, int]]] = {}  # id -> group -> (nodes with it, group size)
-        for install, print_ in prints.items():
-            group = members[install]
-            per_id: Counter[str] = Counter()
-            for found_set, count in Counter(self._set[i] for i in group).items():
-                for fid in ids[found_set]:
-                    per_id[fid] += count
-            for fid, count in per_id.items():
-                where.setdefault(fid, {})[print_] = (count, len(group))
         out = []
         for fid, held in nodes.items():
             agg = self._findings[fid]
-            spread = where.get(fid, {})
-            scope = "install" if all(have == size for have, size in spread.values()) else "node"
+            spread = sorted(Counter(self._install[n] for n in held).items())  # (install, its nodes with it)
+            scope = "install" if all(have == len(members[i]) for i, have in spread) else "node"
+            groups = tuple(prints[i] for i, _ in spread)
             variants = max(1, len(agg.variants))
-            out.append(
-                FleetFinding(fid, worst[fid], agg.title, held, tuple(spread), scope, tuple(agg.remedies), variants)
-            )
+            out.append(FleetFinding(fid, worst[fid], agg.title, held, groups, scope, tuple(agg.remedies), variants))
         out.sort(key=lambda f: (-f.severity.rank, -len(f.nodes), f.id))
         return tuple(out)
 

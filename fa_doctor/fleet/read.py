@@ -210,31 +210,20 @@ def _members(path: str) -> list[_Member]:
         return [(path, None)]
 
 
-def members(paths: Sequence[str]) -> Iterator[str | Refused | None]:
-    """Each file to read, in the order given, a file named twice (also through a folder) once; None where `-`
-    (stdin) stands; a Refused entry for a folder with nothing to read."""
+def documents(paths: Sequence[str], stdin: BinaryIO | None) -> Iterator[Document | Refused]:
+    """Every document of the paths, in order, streamed; `-` reads `stdin`; a file named twice (also through a
+    folder) is read once."""
     seen: set[tuple[int, int]] = set()
     for path in paths:
         if path == "-":
-            yield None
+            if stdin is not None:
+                yield from read_stream("stdin", stdin, time.time())
             continue
         found = _members(path)
         if not found:
             yield Refused(path, "a folder without *.json or *.jsonl files (or unreadable)")
         for member, key in found:
-            if key is not None:
-                if key in seen:
-                    continue
-                seen.add(key)
-            yield member
-
-
-def documents(paths: Sequence[str], stdin: BinaryIO | None) -> Iterator[Document | Refused]:
-    """Every document of the paths, in order, streamed; `-` reads `stdin`."""
-    for member in members(paths):
-        if isinstance(member, Refused):
-            yield member
-        elif member is not None:
-            yield from read_file(member)
-        elif stdin is not None:
-            yield from read_stream("stdin", stdin, time.time())
+            if key not in seen:
+                if key is not None:
+                    seen.add(key)
+                yield from read_file(member)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from enum import Enum
@@ -36,6 +37,8 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return value if math.isfinite(value) else None
     if isinstance(value, str):
         return value
+    if isinstance(value, array):  # node indexes: numbers only
+        return value.tolist()
     if isinstance(value, PackageRow):
         return {**jsonable(value.dist, depth + 1), "family": value.family}
     if isinstance(value, DeviceSmoke):
@@ -89,17 +92,7 @@ def fleet_document(result: Result, p: FleetPayload) -> dict[str, Any]:
         "nodes": len(p.nodes),
         "expected": p.expected,
         "summary": p.counts,
-        "groups": [
-            {
-                "fingerprint": g.fingerprint,
-                "install": jsonable(g.install),
-                "nodes": p.names(g.nodes),
-                "status": g.status,
-                "counts": dict(g.counts),
-                "findings": [{"id": f.id, "severity": f.severity.value, "nodes": f.nodes} for f in g.findings],
-            }
-            for g in p.groups
-        ],
+        "groups": [jsonable(g) | {"nodes": p.names(g.nodes)} for g in p.groups],
         "findings": [
             {
                 "id": f.id,
