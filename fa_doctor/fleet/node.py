@@ -78,29 +78,19 @@ def _l(value: Any) -> list[Any]:
     return value[:_MAX_ITEMS] if type(value) is list else []
 
 
-def _pairs(items: list[Any], first: str, second: str) -> set[tuple[Any, Any]]:
-    """The distinct (first, second) string pairs of a list of objects (None where not a string); the raw values
-    are compared before any text is made, since most of a node's GPUs (and packages) are alike."""
-    out = set()
-    for item in items:
-        if type(item) is dict:
-            a, b = item.get(first), item.get(second)
-            out.add((a if type(a) is str else None, b if type(b) is str else None))
-        else:
-            out.add((None, None))
-    return out
-
-
 def _k(value: Any) -> Any:
     """What `_install` reads of a value: the string itself, else only whether it is set."""
     return value if type(value) is str else bool(value)
 
 
 def _raw_pairs(items: list[Any], first: str, second: str) -> frozenset[tuple[Any, Any]]:
+    """The distinct (first, second) values of a list of objects, compared raw before any text is made (most of a
+    node's GPUs and packages are alike); where one is not an object or not hashable, what is not a string is None."""
     try:  # the usual report: objects with string (or null) values
         return frozenset([(item.get(first), item.get(second)) for item in items])
     except (AttributeError, TypeError):  # not an object, or a value that cannot be hashed (a list)
-        return frozenset(_pairs(items, first, second))
+        objects = [_d(item) for item in items]
+        return frozenset((_s(o.get(first)), _s(o.get(second))) for o in objects)
 
 
 def install_of(doc: Mapping[str, Any]) -> tuple[Install, int]:

@@ -51,12 +51,9 @@ def _walk(value: Any, clean: _Clean, depth: int = 0) -> Any:
             for k, v in value.items()
         }
         return MappingProxyType(out) if isinstance(value, MappingProxyType) else out
-    if isinstance(value, tuple):
-        return tuple(_walk(v, clean, depth + 1) for v in value)
-    if isinstance(value, list):
-        return [_walk(v, clean, depth + 1) for v in value]
-    if isinstance(value, (frozenset, set)):
-        return type(value)(_walk(v, clean, depth + 1) for v in value)
+    if isinstance(value, (tuple, list, frozenset, set)):
+        kind = tuple if isinstance(value, tuple) else list if isinstance(value, list) else type(value)
+        return kind(_walk(v, clean, depth + 1) for v in value)
     return value
 
 

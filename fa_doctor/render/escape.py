@@ -6,11 +6,9 @@ from __future__ import annotations
 import re
 
 # C0 controls but \t and \n, DEL, C1 controls, bidi embeddings/overrides/isolates, lone surrogates.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-# The same, and every line break.
-_UNSAFE_OR_BREAK = re.compile(
-    "[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE = re.compile(f"[{_CONTROLS}]")
+_UNSAFE_OR_BREAK = re.compile(f"[\n\u2028\u2029{_CONTROLS}]")  # the same, and every line break
 _COMMAND_START = re.compile(r"^(\s*):(?=:)")
 _LINE_COMMAND_START = re.compile(r"^([^\S\n]*):(?=:)", re.M)
 _OLD_COMMAND = "##["

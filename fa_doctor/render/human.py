@@ -4,6 +4,7 @@ key/value lists and tables, then the packages, the smoke cases and the timings."
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,26 @@ _MARK = {
     Severity.FAIL: ("✗", "red"),
 }
 _STATUS_STYLE = {"ok": "bold green", "warn": "bold yellow", "fail": "bold red"}
+# A backquoted span (a command inside prose) or a run of non-blanks: the units a line break may fall between.
+_UNIT = re.compile(r"[^\s`]*`[^`\n]*`\S*|\S+")
+
+
+def wrap(text: str, width: int, indent: int = 0) -> list[str]:
+    """Lines of at most `width` columns where the units allow it: a word is never split (paths, URLs, versions stay
+    whole) and a `backquoted command` is one unit, moved to the next line whole (a longer unit gets its own line)."""
+    pad = " " * indent
+    room = max(1, width - indent)
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        current = ""
+        for unit in _UNIT.findall(paragraph):
+            if current and len(current) + 1 + len(unit) > room:
+                lines.append(pad + current)
+                current = unit
+            else:
+                current = f"{current} {unit}" if current else unit
+        lines.append(pad + current)
+    return lines
 
 
 def scalar(value: Any) -> str:
@@ -139,8 +160,6 @@ class HumanRenderer(Renderer):
         if not self.wrap:
             self.line(text, style, indent)
             return
-        from fa_doctor.render.wrap import wrap
-
         for part in wrap(text, self.width, indent):
             self.line(part, style)
 

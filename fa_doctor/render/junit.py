@@ -15,6 +15,7 @@ from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
+from fa_doctor.render.escape import _visible
 from fa_doctor.render.fleet import fleet_summary, head, install_line, others
 from fa_doctor.render.github import finding_body
 from fa_doctor.render.human import gpu_line, scalar, selection_line
@@ -24,14 +25,9 @@ _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _COUNTED = {"failure": "failures", "error": "errors", "skipped": "skipped"}
 
 
-def _legal(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
 def xml_text(text: str) -> str:
-    """Text any XML 1.0 parser accepts: forbidden characters become visible escapes."""
-    return _ILLEGAL.sub(_legal, text)
+    """Text any XML 1.0 parser accepts: forbidden characters become visible escapes (as `render.escape` writes them)."""
+    return _ILLEGAL.sub(_visible, text)
 
 
 def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
