@@ -209,6 +209,8 @@ class HumanRenderer(Renderer):
             apply = fix_command(remedy, f.id)
             if apply:
                 self.line(f"(fa-doctor can do it: {apply})", "dim", indent=8)
+            elif remedy.refused:  # the planner's reason: `fix --apply` would refuse it here (issue #26)
+                self.prose(f"(fa-doctor will not do it here: {remedy.refused}; run it by hand)", "dim", indent=8)
         if self.verbose and f.evidence:
             self.evidence(f.evidence, indent=4, already=f.detail)
 
