@@ -155,6 +155,10 @@ class HumanRenderer(Renderer):
             Text(pad + text.replace("\n", "\n" + pad), style=style or ""), no_wrap=True, overflow="ignore", crop=False
         )
 
+    def heading(self, title: str, style: str = "bold") -> None:
+        self.line("")
+        self.line(title, style)
+
     def prose(self, text: str, style: str | None = None, indent: int = 0) -> None:
         """Sentences, wrapped to the terminal (never inside a word or a `command`); one line in a log."""
         if not self.wrap:
@@ -254,17 +258,15 @@ class HumanRenderer(Renderer):
                 self.line(f"{number}. {step.description}  [{step.finding}]", indent=2)
                 self.line(step.command, "cyan", indent=5)
         elif payload.mode == "apply":
-            self.line("")
-            self.line(
-                "Now fixed: " + (", ".join(payload.fixed) or "nothing"), "bold green" if payload.fixed else "bold"
-            )
+            fixed = ", ".join(payload.fixed) or "nothing"
+            self.heading(f"Now fixed: {fixed}", "bold green" if payload.fixed else "bold")
             if payload.remaining:
                 self.line("Still failing or warning: " + ", ".join(payload.remaining), "bold yellow")
 
     def _details(self, result: Result) -> None:
         payload = result.check
         if payload.packages:
-            self.line("")
+            self.heading("Packages:")
             rows = [
                 {
                     "distribution": p.dist.name,
@@ -274,28 +276,18 @@ class HumanRenderer(Renderer):
                 }
                 for p in payload.packages
             ]
-            self.line("Packages:", "bold")
             self.table(rows, 2)
         cases = [
-            {
-                "GPU": s.device.index,
-                "implementation": s.result.key,
-                "case": c.name,
-                "max abs err": c.max_abs_err,
-                "tolerance": c.tolerance,
-                "passed": c.passed,
-                "seconds": c.seconds,
-            }
+            {"GPU": s.device.index, "implementation": s.result.key, "case": c.name, "max abs err": c.max_abs_err}
+            | {"tolerance": c.tolerance, "passed": c.passed, "seconds": c.seconds}
             for s in (payload.smoke.results if payload.smoke else ())
             for c in s.result.cases
         ]
         if cases:
-            self.line("")
-            self.line("Smoke cases:", "bold")
+            self.heading("Smoke cases:")
             self.table(cases, 2)
         if result.timings:
-            self.line("")
-            self.line("Timings: " + ", ".join(f"{k} {_duration(v)}" for k, v in result.timings.items()), "dim")
+            self.heading("Timings: " + ", ".join(f"{k} {_duration(v)}" for k, v in result.timings.items()), "dim")
 
     def _fleet(self, result: Result, payload: FleetPayload) -> None:
         """The verdict, a row per install group, each finding once with its nodes and fixes, the outliers and what
@@ -306,8 +298,7 @@ class HumanRenderer(Renderer):
         else:
             self.line(f"Status: {verdict(result, fleet_summary(payload))}", _STATUS_STYLE.get(result.status))
         if payload.groups:
-            self.line("")
-            self.line("Groups (nodes with the same install fingerprint):", "bold")
+            self.heading("Groups (nodes with the same install fingerprint):")
             rows = []
             for g in payload.groups:
                 loud = [f"{f.id} ×{f.nodes}" for f in g.findings if f.severity in (Severity.FAIL, Severity.WARN)]
@@ -322,8 +313,7 @@ class HumanRenderer(Renderer):
                     self.line("nodes: " + node_names(payload, g.nodes, None), "dim", indent=4)
         limit = None if self.verbose else 10
         if payload.findings:
-            self.line("")
-            self.line("Findings (each once, with the nodes that have it):", "bold")
+            self.heading("Findings (each once, with the nodes that have it):")
         for f in payload.findings:
             mark, style = _MARK[f.severity]
             self.line(f"{mark} {f.title}  [{f.id}]", style)
@@ -336,8 +326,7 @@ class HumanRenderer(Renderer):
             if f.variants > len(f.remedies):
                 self.line(f"({f.variants - len(f.remedies)} more remedy variant(s): --format json has them)", "dim", 4)
         if payload.outliers:
-            self.line("")
-            self.line("Outliers (install as their group's, result not):", "bold yellow")
+            self.heading("Outliers (install as their group's, result not):", "bold yellow")
             for o in payload.outliers[:limit]:
                 self.line(f"{o.node} (group {o.group}): " + "; ".join(o.why), indent=2)
             if limit is not None and len(payload.outliers) > limit:
@@ -350,8 +339,7 @@ class HumanRenderer(Renderer):
         ):
             items, more = lists[key]
             if items:
-                self.line("")
-                self.line(title, "bold yellow")
+                self.heading(title, "bold yellow")
                 for where, why in items[:limit]:
                     self.line(f"{where}: {why}", indent=2)
                 hidden = 0 if limit is None else max(0, len(items) - limit)
@@ -360,17 +348,10 @@ class HumanRenderer(Renderer):
                 if hidden or more:
                     self.line(f"... {hidden + more} more ({'; '.join(notes)})", "dim", indent=2)
         if self.verbose and payload.nodes:
-            self.line("")
-            self.line("Nodes:", "bold")
+            self.heading("Nodes:")
             rows = [
-                {
-                    "node": n.name,
-                    "group": payload.groups[n.group].fingerprint,
-                    "status": n.status.value,
-                    "GPUs": n.gpus,
-                    "findings": ", ".join(fid for fid, _ in n.findings) or n.error,
-                    "source": n.source,
-                }
+                {"node": n.name, "group": payload.groups[n.group].fingerprint, "status": n.status.value, "GPUs": n.gpus}
+                | {"findings": ", ".join(fid for fid, _ in n.findings) or n.error, "source": n.source}
                 for n in payload.nodes
             ]
             self.table(rows, 2)

@@ -94,29 +94,16 @@ def fleet_document(result: Result, p: FleetPayload) -> dict[str, Any]:
         "summary": p.counts,
         "groups": [jsonable(g) | {"nodes": p.names(g.nodes)} for g in p.groups],
         "findings": [
-            {
-                "id": f.id,
-                "severity": f.severity.value,
-                "title": f.title,
-                "nodes": p.names(f.nodes),
-                "groups": list(f.groups),
-                "scope": f.scope,
-                "remedies": [{"text": r.text, "commands": list(r.commands)} for r in f.remedies],
-                "remedy_variants": f.variants,
-            }
+            {"id": f.id, "severity": f.severity.value, "title": f.title, "nodes": p.names(f.nodes)}
+            | {"groups": list(f.groups), "scope": f.scope}
+            | {"remedies": [{"text": r.text, "commands": list(r.commands)} for r in f.remedies]}
+            | {"remedy_variants": f.variants}
             for f in p.findings
         ],
         **{key: jsonable(getattr(p, key)) for key in ("outliers", "refused", "unreachable", "duplicates")},
         "node_results": [
-            {
-                "node": name,
-                "group": prints[group],
-                "status": STATUSES[status].value,
-                "findings": ids[found],
-                "gpus": gpus,
-                "error": nodes.errors.get(i),
-                "source": source,
-            }
+            {"node": name, "group": prints[group], "status": STATUSES[status].value, "findings": ids[found]}
+            | {"gpus": gpus, "error": nodes.errors.get(i), "source": source}
             for i, (name, group, status, found, gpus, source) in enumerate(columns)
         ],
         "verdict": jsonable(result.findings),
