@@ -17,6 +17,7 @@ from fa_doctor.fleet.read import REPORT_LIMIT
 
 _STDERR_TAIL = 600
 _CONNECT_SECONDS = 10
+_TASK = {"num_cpus": 0, "max_retries": 0, "name": "fa-doctor check"}
 _MARGIN = 5.0  # seconds between the child's own deadline and the driver's: the answer still travels back
 
 
@@ -84,17 +85,11 @@ def collect(
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         task = ray.remote(check_on_node)
         refs = {}
-        for node in nodes:
+        for node in nodes:  # pinned there or nowhere; all its GPUs (the smoke test gets them), no CPU
             gpus = float(node.get("Resources", {}).get("GPU", 0))
-            refs[
-                task.options(
-                    num_cpus=0,
-                    num_gpus=gpus,
-                    max_retries=0,
-                    name="fa-doctor check",
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-                ).remote(list(argv), node["NodeID"], max(1.0, deadline - _MARGIN))
-            ] = node
+            there = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            call = task.options(num_gpus=gpus, scheduling_strategy=there, **_TASK)
+            refs[call.remote(list(argv), node["NodeID"], max(1.0, deadline - _MARGIN))] = node
         if progress:
             progress(f"fa-doctor fleet: checking {len(nodes)} Ray node(s)")
         ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=deadline) if refs else ([], [])
