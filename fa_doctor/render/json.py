@@ -60,12 +60,10 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     return str(value)
 
 
-def _head(result: Result, schema: str) -> dict[str, Any]:
-    return {"schema": schema, "tool": "fa-doctor", "tool_version": __version__, "command": result.command}
-
-
-def _verdict(result: Result) -> dict[str, Any]:
-    return {"status": result.status, "exit_code": result.exit_code, "strict": result.strict, "error": result.error}
+def _top(result: Result, schema: str, between: dict[str, Any]) -> dict[str, Any]:
+    head = {"schema": schema, "tool": "fa-doctor", "tool_version": __version__, "command": result.command}
+    verdict = {"status": result.status, "exit_code": result.exit_code, "strict": result.strict, "error": result.error}
+    return head | between | verdict
 
 
 def _timings(result: Result) -> dict[str, float]:
@@ -73,7 +71,7 @@ def _timings(result: Result) -> dict[str, float]:
 
 
 def envelope(result: Result) -> dict[str, Any]:
-    doc = _head(result, SCHEMA) | _verdict(result) | {"summary": {s.value: n for s, n in result.counts.items()}}
+    doc = _top(result, SCHEMA, {}) | {"summary": {s.value: n for s, n in result.counts.items()}}
     payload = jsonable(result.payload) if result.payload is not None else {}
     if result.command in ("check", "exec") and result.payload is None:
         payload = {k: None for k in ("host", "target", "selection", "gpus", "torch", "smoke")} | {"packages": []}
@@ -87,8 +85,7 @@ def fleet_document(result: Result, p: FleetPayload) -> dict[str, Any]:
     nodes, prints = p.nodes, [g.fingerprint for g in p.groups]
     ids = [[fid for fid, _ in pairs] for pairs in nodes.finding_sets]
     columns = zip(nodes.names, nodes.groups, nodes.statuses, nodes.findings, nodes.gpus, nodes.sources, strict=True)
-    doc = _head(result, FLEET_SCHEMA) | {"engine": p.engine} | _verdict(result)
-    return doc | {
+    return _top(result, FLEET_SCHEMA, {"engine": p.engine}) | {
         "nodes": len(p.nodes),
         "expected": p.expected,
         "summary": p.counts,

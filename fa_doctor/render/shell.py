@@ -167,12 +167,8 @@ def fix_command(remedy: Remedy, finding_id: str) -> str | None:
 
 
 def remedy_dict(remedy: Remedy, finding_id: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "text": remedy.text,
-        "commands": list(remedy_lines(remedy)),
-        "actions": [to_dict(a) for a in remedy.actions],
-        "replaces_torch": remedy.replaces_torch,
-    }
+    out: dict[str, Any] = {"text": remedy.text, "commands": list(remedy_lines(remedy))}
+    out |= {"actions": [to_dict(a) for a in remedy.actions], "replaces_torch": remedy.replaces_torch}
     if finding_id is not None:
         out["fix"] = fix_command(remedy, finding_id)
         if remedy.refused:
@@ -181,11 +177,8 @@ def remedy_dict(remedy: Remedy, finding_id: str | None = None) -> dict[str, Any]
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
-    return {
-        "id": finding.id,
-        "severity": finding.severity.value,
-        "title": finding.title,
-        "detail": finding.detail,
+    out = {"id": finding.id, "severity": finding.severity.value, "title": finding.title, "detail": finding.detail}
+    return out | {
         "evidence": dict(finding.evidence),
         "remedies": [remedy_dict(r, finding.id) for r in finding.remedies],
     }
