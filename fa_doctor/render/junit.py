@@ -70,6 +70,9 @@ class _Suite:
             _sub(case, outcome, text, **attrs)
         return case
 
+    def error(self, classname: str, name: str, why: str, kind: str) -> None:
+        self.case(classname, name, "error", why, message=why, type=kind)
+
     def xml(self, result: Result, stamp: datetime | None, host: str) -> str:
         total = result.timings.get("total", 0.0)
         seconds = f"{total:.3f}" if total == total and total >= 0 else "0.000"  # NaN or negative: none
@@ -97,12 +100,14 @@ class JunitRenderer(Renderer):
         facts |= {"status": result.status, "exit_code": str(result.exit_code)}
         payload = result.check
         if payload.target is not None:
-            facts |= {"python": payload.target.executable, "selection": selection_line(payload)}
-            facts |= {"gpus": gpu_line(payload)}
+            facts |= {
+                "python": payload.target.executable,
+                "selection": selection_line(payload),
+                "gpus": gpu_line(payload),
+            }
         suite = _Suite(f"fa-doctor {result.command}", facts)
         if result.error:
-            error = {"message": result.error, "type": "fa-doctor.error"}
-            suite.case("fa-doctor", f"fa-doctor {result.command}", "error", result.error, **error)
+            suite.error("fa-doctor", f"fa-doctor {result.command}", result.error, "fa-doctor.error")
         for f in result.findings:
             outcome = _outcome(f, result.strict)
             attrs = {"message": f.title}
@@ -130,17 +135,11 @@ class JunitRenderer(Renderer):
             case = suite.case(classname, n.name, "failure" if failed else None, body, **attrs)
             _sub(case, "system-out", body + "\n")
         lists = others(payload)
-        refused, more = lists["refused"]
-        for kind, rows in (("fleet.unreachable", lists["unreachable"][0]), ("fleet.refused", refused)):
-            for where, why in rows:
-                suite.case(f"fa-doctor.{kind}", where, "error", why, message=why, type=kind)
-        if more:
-            why = "not merged; counted, not listed"
-            suite.case(
-                "fa-doctor.fleet.refused", f"{more} more reports", "error", why, message=why, type="fleet.refused"
-            )
+        (unreachable, _), (refused, more) = lists["unreachable"], lists["refused"]
+        rows = [(w, y, "fleet.unreachable") for w, y in unreachable] + [(w, y, "fleet.refused") for w, y in refused]
+        rows += [(f"{more} more reports", "not merged; counted, not listed", "fleet.refused")] if more else []
+        for where, why, kind in rows:
+            suite.error(f"fa-doctor.{kind}", where, why, kind)
         if result.error and not suite.counts["tests"]:
-            suite.case(
-                "fa-doctor", head(result, payload), "error", result.error, message=result.error, type="fa-doctor.error"
-            )
+            suite.error("fa-doctor", head(result, payload), result.error, "fa-doctor.error")
         return suite.xml(result, self.timestamp, "fleet")
