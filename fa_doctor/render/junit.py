@@ -100,11 +100,8 @@ class JunitRenderer(Renderer):
         facts |= {"status": result.status, "exit_code": str(result.exit_code)}
         payload = result.check
         if payload.target is not None:
-            facts |= {
-                "python": payload.target.executable,
-                "selection": selection_line(payload),
-                "gpus": gpu_line(payload),
-            }
+            target = {"python": payload.target.executable}
+            facts |= target | {"selection": selection_line(payload), "gpus": gpu_line(payload)}
         suite = _Suite(f"fa-doctor {result.command}", facts)
         if result.error:
             suite.error("fa-doctor", f"fa-doctor {result.command}", result.error, "fa-doctor.error")
