@@ -1,6 +1,7 @@
 """The fleet report, typed: the payload of `merge` and `fleet ray` (schema `fa-doctor.fleet/1`). Every string came
 from a node's report and is hostile: the render boundary escapes it. Each node's text is held once, in `Nodes`;
-groups and findings name nodes by index, in arrays the boundary passes through (100,000 nodes stay small)."""
+groups and findings name nodes by index, in arrays the boundary passes through (100,000 nodes stay small). The
+texts every format says alike (headline, summary, an install's line, node names) are methods here."""
 
 from __future__ import annotations
 
@@ -31,6 +32,18 @@ class Install:
     python: str | None = None  # "3.12.3 cpython x86_64 glibc 2.39"
     selection: str | None = None  # what runs for prefill and decode, and why (the knobs' effect)
     tool: str | None = None  # the fa-doctor version that judged it: another version may judge differently
+
+    def line(self) -> str:
+        """The install in one line, as every format shows a group's."""
+        parts = [
+            # torch has its own part (with its CUDA); the report's package list names it too
+            ", ".join(p for p in self.packages if not p.startswith("torch ")) or "no FA package",
+            f"torch {self.torch}" if self.torch else "no torch",
+            f"driver {self.driver}" if self.driver else "no driver",
+            ", ".join(self.gpus) or "no GPU",
+        ]
+        extra = (self.selection, self.python and f"Python {self.python}", self.tool and f"fa-doctor {self.tool}")
+        return " · ".join(parts + [p for p in extra if p])
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +165,41 @@ class FleetPayload:
         out = {s.value: self.nodes.statuses.count(i) for i, s in enumerate(STATUSES)}
         refused = max(self.refused_count, len(self.refused))
         return out | {"refused": refused, "unreachable": len(self.unreachable), "duplicates": self.duplicate_reports}
+
+    def head(self, command: str) -> str:
+        return f"fa-doctor {command}" + (f" on {self.engine}" if self.engine else "")
+
+    def summary(self) -> str:
+        c = self.counts
+        text = f"{len(self.nodes)} node(s) in {len(self.groups)} group(s): {c['ok']} ok, {c['warn']} warn"
+        extra = [f"{c[k]} {k}" for k in ("refused", "unreachable") if c[k]]
+        if self.outliers:
+            extra.append(f"{len(self.outliers)} outlier(s)")
+        if self.duplicate_reports:
+            extra.append(f"{self.duplicate_nodes} node(s) reported more than once")
+        if self.expected is not None:
+            extra.append(f"{self.expected} expected")
+        return f"{text}, {c['fail']} fail" + ("; " + ", ".join(extra) if extra else "")
+
+    def node_names(self, nodes: Sequence[int], limit: int | None = 10) -> str:
+        """Nodes given by index, by name: the first `limit`, and how many more."""
+        shown = self.names(nodes, limit)
+        more = len(nodes) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more else "")
+
+    def others(self) -> dict[str, tuple[list[tuple[str, str]], int]]:
+        """Refused reports, unreachable nodes and nodes reported more than once: the (where, why) rows listed, and
+        how many more were counted but not listed (a merge lists the first few of each)."""
+        duplicates = []
+        for d in self.duplicates:
+            more = d.reports - 1 - len(d.dropped)
+            dropped = ", ".join(d.dropped) + (f" and {more} more" if more > 0 else "")
+            duplicates.append((d.node, f"{d.reports} reports: merged {d.kept} (the newest); not merged: {dropped}"))
+        return {
+            "refused": ([(r.source, r.why) for r in self.refused], self.counts["refused"] - len(self.refused)),
+            "unreachable": ([(u.node, u.why) for u in self.unreachable], 0),
+            "duplicates": (duplicates, self.duplicate_nodes - len(self.duplicates)),
+        }
 
     def names(self, nodes: Sequence[int], limit: int | None = None) -> list[str]:
         """The names of nodes given by index (the first `limit`)."""

@@ -10,7 +10,6 @@ from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
-from fa_doctor.render.fleet import fleet_summary, head, install_line, node_names, others
 from fa_doctor.render.human import _MARK, gpu_line, selection_line, summary_text, verdict
 from fa_doctor.render.shell import remedy_lines
 
@@ -93,20 +92,18 @@ class GithubRenderer(Renderer):
         return _document([], head + where, log, notes, f"{head}: {verdict(result, summary_text(result))}")
 
     def fleet(self, result: Result, payload: FleetPayload) -> str:
-        title = head(result, payload)
+        title = payload.head(result.command)
         out = [workflow_command("error", result.error, title=f"{title} could not merge")] if result.error else []
-        log = [
-            f"{g.fingerprint}: {len(g.nodes)} node(s), {g.status} — {install_line(g.install)}" for g in payload.groups
-        ]
+        log = [f"{g.fingerprint}: {len(g.nodes)} node(s), {g.status} — {g.install.line()}" for g in payload.groups]
         loud = "error" if result.strict else "warning"
         notes = []
         for f in payload.findings:
             kind = "error" if result.strict and f.severity is Severity.WARN else _FLEET_KIND.get(f.severity)
             if kind:
-                body = f"on {len(f.nodes)} node(s) ({f.scope}): {node_names(payload, f.nodes)}"
+                body = f"on {len(f.nodes)} node(s) ({f.scope}): {payload.node_names(f.nodes)}"
                 notes.append((kind, "\n".join([body, *fix_lines(f.remedies)]), f"{f.title} [{f.id}]"))
         notes += [(loud, "; ".join(o.why), f"outlier {o.node} (group {o.group})") for o in payload.outliers]
-        lists = others(payload)
+        lists = payload.others()
         notes += [("error", why, f"no report from {node}") for node, why in lists["unreachable"][0]]
         rows, more = lists["refused"]
         notes += [(loud, why, f"report not merged: {source}") for source, why in rows]
@@ -116,5 +113,5 @@ class GithubRenderer(Renderer):
         notes += [(loud, why, f"node reported more than once: {node}") for node, why in rows]
         if more:
             notes.append((loud, "counted, not listed", f"{more} more nodes reported more than once"))
-        summary = f"{title}: {verdict(result, fleet_summary(payload))}"
+        summary = f"{title}: {verdict(result, payload.summary())}"
         return _document(out, f"{title}: {len(payload.groups)} group(s)", log, notes, summary)

@@ -12,7 +12,6 @@ from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import CheckPayload, ExplainPayload, FixPayload, Result
 from fa_doctor.render.base import Renderer
-from fa_doctor.render.fleet import fleet_summary, head, install_line, node_names, others
 from fa_doctor.render.shell import fix_command, remedy_lines
 
 _MARK = {
@@ -292,11 +291,11 @@ class HumanRenderer(Renderer):
     def _fleet(self, result: Result, payload: FleetPayload) -> None:
         """The verdict, a row per install group, each finding once with its nodes and fixes, the outliers and what
         could not be merged; `-v` lists every node."""
-        self.line(head(result, payload), "bold")
+        self.line(payload.head(result.command), "bold")
         if result.error:
             self.line(f"fa-doctor: {result.error}", "bold red")
         else:
-            self.line(f"Status: {verdict(result, fleet_summary(payload))}", _STATUS_STYLE.get(result.status))
+            self.line(f"Status: {verdict(result, payload.summary())}", _STATUS_STYLE.get(result.status))
         if payload.groups:
             self.heading("Groups (nodes with the same install fingerprint):")
             rows = []
@@ -308,9 +307,9 @@ class HumanRenderer(Renderer):
                 rows.append(row | counts | {"failing or warning findings": found})
             self.table(rows, 2)
             for g in payload.groups:
-                self.line(f"{g.fingerprint}: {install_line(g.install)}", "dim", indent=2)
+                self.line(f"{g.fingerprint}: {g.install.line()}", "dim", indent=2)
                 if self.verbose:
-                    self.line("nodes: " + node_names(payload, g.nodes, None), "dim", indent=4)
+                    self.line("nodes: " + payload.node_names(g.nodes, None), "dim", indent=4)
         limit = None if self.verbose else 10
         if payload.findings:
             self.heading("Findings (each once, with the nodes that have it):")
@@ -318,7 +317,7 @@ class HumanRenderer(Renderer):
             mark, style = _MARK[f.severity]
             self.line(f"{mark} {f.title}  [{f.id}]", style)
             where = "every node of its group" if f.scope == "install" else "some nodes of its group"
-            self.line(f"on {len(f.nodes)} node(s), {where}: {node_names(payload, f.nodes, limit)}", indent=4)
+            self.line(f"on {len(f.nodes)} node(s), {where}: {payload.node_names(f.nodes, limit)}", indent=4)
             for remedy in f.remedies:
                 self.line("fix: " + remedy.text, "bold", indent=4)
                 for command in remedy.commands:
@@ -331,7 +330,7 @@ class HumanRenderer(Renderer):
                 self.line(f"{o.node} (group {o.group}): " + "; ".join(o.why), indent=2)
             if limit is not None and len(payload.outliers) > limit:
                 self.line(f"... {len(payload.outliers) - limit} more (-v lists them)", "dim", indent=2)
-        lists = others(payload)
+        lists = payload.others()
         for key, title in (
             ("refused", "Refused reports (not merged):"),
             ("unreachable", "Unreachable nodes (no report):"),

@@ -16,7 +16,6 @@ from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.escape import _visible
-from fa_doctor.render.fleet import fleet_summary, head, install_line, others
 from fa_doctor.render.github import finding_body
 from fa_doctor.render.human import gpu_line, scalar, selection_line
 
@@ -118,9 +117,9 @@ class JunitRenderer(Renderer):
 
     def fleet(self, result: Result, payload: FleetPayload) -> str:
         facts = {"fa-doctor.version": __version__, "command": result.command, "status": result.status}
-        facts |= {"exit_code": str(result.exit_code), "summary": fleet_summary(payload)}
-        facts |= {f"group.{g.fingerprint}": install_line(g.install) for g in payload.groups}
-        suite = _Suite(head(result, payload), facts)
+        facts |= {"exit_code": str(result.exit_code), "summary": payload.summary()}
+        facts |= {f"group.{g.fingerprint}": g.install.line() for g in payload.groups}
+        suite = _Suite(payload.head(result.command), facts)
         for n in payload.nodes:
             listed = "\n".join(f"{sev.value}: {fid}" for fid, sev in n.findings)
             body = "\n".join(p for p in (n.error and f"error: {n.error}", listed, f"source: {n.source}") if p)
@@ -131,12 +130,12 @@ class JunitRenderer(Renderer):
             classname = f"fa-doctor.fleet.{payload.groups[n.group].fingerprint}"
             case = suite.case(classname, n.name, "failure" if failed else None, body, **attrs)
             _sub(case, "system-out", body + "\n")
-        lists = others(payload)
+        lists = payload.others()
         (unreachable, _), (refused, more) = lists["unreachable"], lists["refused"]
         rows = [(w, y, "fleet.unreachable") for w, y in unreachable] + [(w, y, "fleet.refused") for w, y in refused]
         rows += [(f"{more} more reports", "not merged; counted, not listed", "fleet.refused")] if more else []
         for where, why, kind in rows:
             suite.error(f"fa-doctor.{kind}", where, why, kind)
         if result.error and not suite.counts["tests"]:
-            suite.error("fa-doctor", head(result, payload), result.error, "fa-doctor.error")
+            suite.error("fa-doctor", payload.head(result.command), result.error, "fa-doctor.error")
         return suite.xml(result, self.timestamp, "fleet")

@@ -11,7 +11,6 @@ from fa_doctor.fleet.model import FleetFinding, FleetPayload
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
-from fa_doctor.render.fleet import fleet_summary, head, install_line, node_names, others
 from fa_doctor.render.human import gpu_line, selection_line, summary_text
 from fa_doctor.render.shell import remedy_lines
 
@@ -107,17 +106,17 @@ class MarkdownRenderer(Renderer):
 
     def fleet(self, result: Result, payload: FleetPayload) -> str:
         status = result.status
-        out = [f"## {_ICON[status]} {head(result, payload)}: {status.upper()}", ""]
+        out = [f"## {_ICON[status]} {payload.head(result.command)}: {status.upper()}", ""]
         if result.error:
             out += [inline(result.error), ""]
-        out.append(f"**{inline(fleet_summary(payload))}** · exit code {result.exit_code}")
+        out.append(f"**{inline(payload.summary())}** · exit code {result.exit_code}")
         if payload.groups:
             rows = []
             for g in payload.groups:
                 found = [f"{code(f.id, table=True)} ×{f.nodes}" for f in g.findings if f.severity is not Severity.INFO]
                 counts = f"{g.counts.get('ok', 0)} / {g.counts.get('warn', 0)} / {g.counts.get('fail', 0)}"
                 cells = [code(g.fingerprint, table=True), str(len(g.nodes)), g.status, counts]
-                rows.append([*cells, inline(install_line(g.install)), ", ".join(found) or "—"])
+                rows.append([*cells, inline(g.install.line()), ", ".join(found) or "—"])
             out += [
                 "",
                 "### Groups",
@@ -128,7 +127,7 @@ class MarkdownRenderer(Renderer):
         if loud:
             rows = []
             for f in loud:
-                nodes = f"{len(f.nodes)}: {inline(node_names(payload, f.nodes))}"
+                nodes = f"{len(f.nodes)}: {inline(payload.node_names(f.nodes))}"
                 rows.append([_SEVERITY[f.severity], inline(f.title), code(f.id, table=True), f.scope, nodes])
             out += [
                 "",
@@ -137,7 +136,7 @@ class MarkdownRenderer(Renderer):
                 *_table("severity | finding | id | scope | nodes", rows),
             ]
         out += _fixes(loud)
-        lists = others(payload)
+        lists = payload.others()
         outliers = [(o.node, f"group {o.group}: " + "; ".join(o.why)) for o in payload.outliers]
         for title, column, (items, more) in (
             ("Outliers", "node", (outliers, 0)),
