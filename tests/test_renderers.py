@@ -196,3 +196,6 @@ def test_a_refused_remedy_says_why_and_is_never_offered_as_doable(quiet: bool) -
     assert "fa-doctor can do it" not in build
     assert "(fa-doctor can do it: fa-doctor fix --apply --only package.broken)" in reinstall
     assert "will not do it" not in reinstall
+    hostile = Remedy("Build it.", actions=install, refused="no nvcc\n::error::owned")
+    text = render(Result("check", (Finding("package.broken", Severity.FAIL, "x", "", {}, (hostile,)),)), "human")
+    assert "no nvcc\\n::error::owned" in text and not any(line.startswith("::") for line in text.splitlines())
