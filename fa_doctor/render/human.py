@@ -63,14 +63,13 @@ def selection_line(payload: CheckPayload) -> str:
     if sel is None:
         return "Selected: unknown (the selection check did not run)"
 
-    def one(version: int | None, backend: str | None, impl: str | None, problems: Sequence[str]) -> str:
-        if version is None:
-            return f"{backend or 'nothing'} (not FA)"
-        return f"FA{version} [{impl}]" + (" — cannot run" if problems else "")
+    def one(p: Any) -> str:  # a PhaseChoice
+        if p.version is None:
+            return f"{p.backend or 'nothing'} (not FA)"
+        return f"FA{p.version} [{p.implementation}]" + (" — cannot run" if p.problems else "")
 
     pre, dec = sel.prefill, sel.decode
-    a = one(pre.version, pre.backend, pre.implementation, pre.problems)
-    b = one(dec.version, dec.backend, dec.implementation, dec.problems)
+    a, b = one(pre), one(dec)
     if a == b:
         return f"Selected: {a} for prefill and decode ({pre.source})"
     return f"Selected: prefill {a} ({pre.source}), decode {b} ({dec.source})"

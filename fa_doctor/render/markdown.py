@@ -82,9 +82,8 @@ class MarkdownRenderer(Renderer):
             return f"## ❌ {head}: could not run\n\n{inline(result.error)}\n\nExit code {result.exit_code}.\n"
         status = result.status
         out = [f"## {_ICON[status]} {head}: {status.upper()}", ""]
-        out.append(
-            f"**{summary_text(result)}** · exit code {result.exit_code}" + (" · strict" if result.strict else "")
-        )
+        strict = " · strict" if result.strict else ""
+        out.append(f"**{summary_text(result)}** · exit code {result.exit_code}{strict}")
         payload = result.check
         target = payload.target
         if target is not None:

@@ -192,11 +192,8 @@ _EVAL = {  # any other shell: sh's
 
 
 def override_code(shell: str, set_value: int | None) -> str:
-    """Code (ending in a newline) that unsets the override, or sets it to `set_value` (2, 3 or 4).
-
-    Raises ValueError for an unknown shell or a value other than the ints 2, 3, 4 (a bool or "3" is refused:
-    the value must never carry text of the caller's into shell code).
-    """
+    """Code (ending in a newline) that unsets the override, or sets it to `set_value`. ValueError for an unknown
+    shell or a value other than the ints 2, 3, 4 (not a bool, not "3": no text of the caller's reaches shell code)."""
     if shell not in SHELLS:
         raise ValueError(f"unknown shell {shell!r}: expected one of {', '.join(SHELLS)}")
     if set_value is None:
