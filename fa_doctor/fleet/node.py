@@ -16,7 +16,6 @@ from fa_doctor.model.machine import HostFacts
 from fa_doctor.model.result import SCHEMA
 
 _FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"
-_NOT_A_REPORT = f"not a fa-doctor report (its schema is not {SCHEMA})"
 _ID = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)+")
 _SEVERITY = {s.value: s for s in Severity}
 _HOST_FIELDS = tuple(f for f in HostFacts.__dataclass_fields__ if f != "name")
@@ -24,7 +23,6 @@ _MAX_FINDINGS = 1000
 _MAX_ITEMS = 64  # packages, GPUs, remedies, commands
 _SHORT, _TEXT = 200, 2000
 _EMPTY: Mapping[str, Any] = {}
-_PHASES = ("prefill", "decode")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +119,7 @@ def _install(key: tuple[Any, ...]) -> Install:
     packages, devices, version, cuda, hip, driver, cuda_driver, *rest = key
     platform = f"CUDA {_s(cuda)}" if cuda else f"ROCm {_s(hip)}" if hip else "CPU"
     runs = []
-    for phase, (implementation, backend, source) in zip(_PHASES, (rest[4:7], rest[7:10]), strict=True):
+    for phase, (implementation, backend, source) in zip(("prefill", "decode"), (rest[4:7], rest[7:10]), strict=True):
         what = _s(implementation) or _s(backend)
         if what:
             runs.append(f"{phase} {what} ({_s(source)})")
@@ -179,7 +177,7 @@ def _schema_problem(doc: Any) -> str | None:
             f"schema {_s(schema, 60)}: this fa-doctor ({__version__}) reads {SCHEMA}; "
             "merge it with the fa-doctor version that wrote it"
         )
-    return _NOT_A_REPORT
+    return f"not a fa-doctor report (its schema is not {SCHEMA})"
 
 
 def _host(raw: Any) -> tuple[str | None, HostFacts | None]:
