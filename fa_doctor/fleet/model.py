@@ -81,10 +81,6 @@ class Nodes:
             status, found = STATUSES[self.statuses[i]], self.finding_sets[self.findings[i]]
             yield NodeResult(name, self.groups[i], status, found, self.sources[i], self.errors.get(i), self.gpus[i])
 
-    def with_status(self, status: Severity) -> list[int]:
-        code = STATUSES.index(status)
-        return [i for i, s in enumerate(self.statuses) if s == code]
-
 
 @dataclass(frozen=True, slots=True)
 class GroupFinding:

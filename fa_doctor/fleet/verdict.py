@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fa_doctor.fleet.model import FleetPayload
+from fa_doctor.fleet.model import STATUSES, FleetPayload
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.result import Result
 
@@ -48,7 +48,8 @@ def findings(payload: FleetPayload) -> tuple[Finding, ...]:
         if counts[status.value]:
             top = [f for f in payload.findings if f.severity is status][:3]
             detail = "; ".join(f"{f.id} on {len(f.nodes)} node(s) ({f.scope})" for f in top)
-            nodes = _names(payload.names(payload.nodes.with_status(status), _SHOWN + 1), counts[status.value])
+            held = [i for i, s in enumerate(payload.nodes.statuses) if STATUSES[s] is status]
+            nodes = _names(payload.names(held, _SHOWN + 1), counts[status.value])
             add(fid, status, f"{counts[status.value]} of {total} node(s) {status.value}", {"nodes": nodes}, detail)
     if payload.outliers:
         title = f"{len(payload.outliers)} node(s) differ from the rest of their group"

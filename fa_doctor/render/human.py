@@ -181,8 +181,7 @@ class HumanRenderer(Renderer):
         if target is not None:
             self.prose(selection_line(payload))
             self.prose(gpu_line(payload))
-            reused = verdict_line(payload)
-            if reused:
+            if reused := verdict_line(payload):
                 self.prose(reused)
         self.line("")
         order = sorted(result.findings, key=lambda f: -f.severity.rank)
