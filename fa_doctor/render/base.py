@@ -28,8 +28,7 @@ class Renderer(ABC):
         from fa_doctor.render.boundary import prepare
 
         clean = prepare(result, one_line=self.one_line)
-        payload = clean.payload
-        text = self.fleet(clean, payload) if isinstance(payload, FleetPayload) else self.format(clean)
+        text = self.fleet(clean, clean.payload) if isinstance(clean.payload, FleetPayload) else self.format(clean)
         if self.one_line and self.name != "github":  # github writes workflow commands on purpose
             from fa_doctor.render.escape import defuse_lines
 

@@ -21,6 +21,8 @@ _MARK = {
     Severity.FAIL: ("✗", "red"),
 }
 _STATUS_STYLE = {"ok": "bold green", "warn": "bold yellow", "fail": "bold red"}
+# markup off: library strings such as "[sm80, sm121]" or "flash-attn[cu13]" print as they are.
+_PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "emoji": False, "soft_wrap": True}
 # A backquoted span (a command inside prose) or a run of non-blanks: the units a line break may fall between.
 _UNIT = re.compile(r"[^\s`]*`[^`\n]*`\S*|\S+")
 
@@ -129,18 +131,9 @@ class HumanRenderer(Renderer):
         from rich.console import Console
 
         buffer = io.StringIO()
-        # markup=False: library strings such as "[sm80, sm121]" or "flash-attn[cu13]" print as they are.
-        self.console = Console(
-            file=buffer,
-            markup=False,
-            highlight=False,
-            emoji=False,
-            force_terminal=self.color,
-            no_color=not self.color,
-            color_system="standard" if self.color else None,
-            width=self.width,
-            soft_wrap=True,
-        )
+        colors: dict[str, Any] = {"force_terminal": self.color, "no_color": not self.color}
+        colors["color_system"] = "standard" if self.color else None
+        self.console = Console(file=buffer, width=self.width, **colors, **_PLAIN)
         report(*args)
         # Table cells are padded to their column's width: no line ends in blanks a copy would carry along.
         return "\n".join(line.rstrip(" ") for line in buffer.getvalue().split("\n"))
