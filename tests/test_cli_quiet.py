@@ -13,9 +13,8 @@ from fakeenv import H200, FakeEnv, fake_nvidia_smi
 from samples import sample
 from smoke_fakes.scenarios import FAKES, PYTHON, child_env
 
-from fa_doctor.render.human import HumanRenderer
+from fa_doctor.render.human import HumanRenderer, wrap
 from fa_doctor.render.shell import remedy_lines
-from fa_doctor.render.wrap import wrap
 from fa_doctor.smoke import SmokeResult, SmokeTarget, runner
 
 REAL_RUN_SMOKE = runner.run_smoke

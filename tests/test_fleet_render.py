@@ -22,7 +22,7 @@ from fa_doctor.fleet.verdict import fleet_result
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import FORMATS
 from fa_doctor.render.boundary import prepare
-from fa_doctor.render.fleet.junit import FleetJunitRenderer
+from fa_doctor.render.junit import JunitRenderer
 
 GOLDEN = Path(__file__).parent / "golden"
 EVIL = "gpu-\x1b[2K\x1b]0;pwned\x07<b>|`x`</b>\n::error::owned & \u202e"
@@ -89,7 +89,7 @@ def test_github_golden() -> None:
 
 def test_junit_one_case_per_node(tmp_path: Path) -> None:
     stamp = datetime(2026, 12, 3, 12, 0, 0)
-    text = FleetJunitRenderer(timestamp=stamp).render(fleet())
+    text = JunitRenderer(timestamp=stamp).render(fleet())
     golden("fleet.junit.xml", text)
     path = tmp_path / "fleet.xml"
     path.write_text(text)

@@ -57,7 +57,12 @@ def poisoned() -> Result:
     """The sample report with every string poisoned but fa-doctor's own names: the command, finding ids, timings."""
     clean = sample()
     hostile: Result = poison(clean)
-    findings = tuple(dataclasses.replace(h, id=c.id) for h, c in zip(hostile.findings, clean.findings, strict=True))
+    findings = tuple(
+        # an empty `refused` stays empty: a set one adds its own line (issue #26), as it does in a clean report
+        dataclasses.replace(h, id=c.id, remedies=tuple(dataclasses.replace(hr, refused="") for hr in h.remedies))
+        for h, c in zip(hostile.findings, clean.findings, strict=True)
+    )
+    assert not any(r.refused for f in clean.findings for r in f.remedies)
     return dataclasses.replace(hostile, command=clean.command, timings=clean.timings, findings=findings)
 
 

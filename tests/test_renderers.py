@@ -176,3 +176,26 @@ def test_verbose_tables_never_truncate_and_detail_is_not_repeated() -> None:
     assert uuid in render(result, "human", verbose=True, width=400)
     assert text.count("flash-attn-4 4.0.0b36") == 1
     assert not any(line.endswith(" ") for line in text.splitlines())
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_refused_remedy_says_why_and_is_never_offered_as_doable(quiet: bool) -> None:
+    """Issue #26: a remedy the planner marked refused (`Remedy.refused`) shows its reason in the human report, and
+    no `fa-doctor can do it` hint, while a remedy fa-doctor can carry out keeps its hint."""
+    from fa_doctor.model.actions import PipInstall
+
+    install = (PipInstall("/opt/venv/bin/python", ("flash-attn==2.8.3",), ("--no-deps",)),)
+    refused = Remedy("Build it from source.", actions=install, refused="nvcc is not installed here")
+    doable = Remedy("Reinstall it.", actions=install)
+    result = Result(
+        "check", (Finding("package.broken", Severity.FAIL, "flash-attn will not import", "", {}, (refused, doable)),)
+    )
+    text = render(result, "human", width=200, quiet=quiet)
+    build, reinstall = text.split("fix: Build it from source.")[1].split("fix: Reinstall it.")
+    assert "(fa-doctor will not do it here: nvcc is not installed here; run it by hand)" in build
+    assert "fa-doctor can do it" not in build
+    assert "(fa-doctor can do it: fa-doctor fix --apply --only package.broken)" in reinstall
+    assert "will not do it" not in reinstall
+    hostile = Remedy("Build it.", actions=install, refused="no nvcc\n::error::owned")
+    text = render(Result("check", (Finding("package.broken", Severity.FAIL, "x", "", {}, (hostile,)),)), "human")
+    assert "no nvcc\\n::error::owned" in text and not any(line.startswith("::") for line in text.splitlines())

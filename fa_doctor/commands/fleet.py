@@ -11,7 +11,13 @@ from typing import Any
 from fa_doctor.model.result import Result
 
 ENGINES = ("ray",)
-Progress = Callable[[str], None]
+# The check options `fleet` forwards to each node's check, by parameter name: switches, then options with a value.
+# The flag is the name with dashes, but for those renamed here.
+_SWITCHES = ("no_smoke", "smoke_all", "require_gpu", "no_cache", "strict")
+_VALUED = ("python", "attention", "prefill", "decode", "gpus", "gpu_arch", "timeout")
+_FLAG = {key: "--" + key.replace("_", "-") for key in (*_SWITCHES, *_VALUED)}
+_FLAG |= {"smoke_all": "--all", "attention": "--attention-backend", "prefill": "--prefill-attention-backend"}
+_FLAG["decode"] = "--decode-attention-backend"
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,30 +31,15 @@ class FleetOptions:
 
 def check_argv(**kw: Any) -> tuple[str, ...]:
     """The check options given to `fleet`, as command-line arguments for each node's check."""
-    argv: list[str] = []
-    for flag, key in (("--no-smoke", "no_smoke"), ("--all", "smoke_all"), ("--require-gpu", "require_gpu")):
-        if kw.get(key):
-            argv.append(flag)
-    for flag, key in (("--no-cache", "no_cache"), ("--strict", "strict")):
-        if kw.get(key):
-            argv.append(flag)
-    valued = (
-        ("--python", "python"),
-        ("--attention-backend", "attention"),
-        ("--prefill-attention-backend", "prefill"),
-        ("--decode-attention-backend", "decode"),
-        ("--gpus", "gpus"),
-        ("--gpu-arch", "gpu_arch"),
-    )
-    for flag, key in valued:
+    argv = [_FLAG[key] for key in _SWITCHES if kw.get(key)]
+    for key in _VALUED:
         if kw.get(key) is not None:
-            argv += [flag, str(kw[key])]
-    if kw.get("timeout") is not None:
-        argv += ["--timeout", repr(float(kw["timeout"]))]
+            value = repr(float(kw[key])) if key == "timeout" else str(kw[key])
+            argv += [_FLAG[key], value]
     return tuple(argv)
 
 
-def run(options: FleetOptions, progress: Progress | None = None, early: Any = None) -> Result:
+def run(options: FleetOptions, progress: Callable[[str], None] | None = None, early: Any = None) -> Result:
     from fa_doctor.fleet.fanout import NoRay, collect
     from fa_doctor.fleet.merge import Merger
     from fa_doctor.fleet.model import FleetPayload
@@ -63,7 +54,7 @@ def run(options: FleetOptions, progress: Progress | None = None, early: Any = No
     asked = time.perf_counter()
     merger = Merger()
     for answer in answers:
-        for item in split(f"ray:{answer.node_id[:12]}", answer.report, False):
+        for item in split(f"ray:{answer.node_id[:12]}", answer.report):
             merger.add(item)
     payload = merger.payload(unreachable=unreachable, engine=options.engine)
     timings = {"nodes": asked - start, "merge": time.perf_counter() - asked, "total": time.perf_counter() - start}

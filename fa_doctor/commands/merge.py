@@ -7,15 +7,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
 from fa_doctor.fleet.merge import Merger
 from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.fleet.read import documents
 from fa_doctor.fleet.verdict import fleet_result
 from fa_doctor.model.result import Result
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,21 +23,15 @@ class MergeOptions:
     expect: int | None = None  # the fleet's size: fewer reports fail (fleet.missing)
 
 
-_TTY = "`-` reads reports from standard input: pipe them in (cat reports/*.jsonl | fa-doctor merge -)"
-
-
-def _stdin(paths: tuple[str, ...]) -> BinaryIO | None:
-    if "-" not in paths or sys.stdin is None:
-        return None
-    return None if sys.stdin.isatty() else sys.stdin.buffer
-
-
-def run(options: MergeOptions, progress: Progress | None = None, early: Any = None) -> Result:
+def run(options: MergeOptions, progress: Callable[[str], None] | None = None, early: Any = None) -> Result:
     start = time.perf_counter()
+    stdin = None
+    if "-" in options.paths:
+        if sys.stdin is None or sys.stdin.isatty():
+            why = "`-` reads reports from standard input: pipe them in (cat reports/*.jsonl | fa-doctor merge -)"
+            return fleet_result("merge", FleetPayload(), {}, options.strict, why)
+        stdin = sys.stdin.buffer
     merger = Merger()
-    stdin = _stdin(options.paths)
-    if "-" in options.paths and stdin is None:
-        return fleet_result("merge", FleetPayload(), {}, options.strict, _TTY)
     # Parsing makes millions of short-lived acyclic objects while the kept summaries grow: the cyclic collector
     # would rescan those summaries again and again (a third of the time at 10,000 reports) and find nothing.
     gc.disable()

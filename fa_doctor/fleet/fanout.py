@@ -1,13 +1,6 @@
-"""`fa-doctor fleet ray`: one `check` on every alive node of a Ray cluster, the cluster multi-node vLLM and SGLang
-deployments already run, instead of an agent of our own.
-
-Each node gets one task, pinned to it by node affinity (`soft=False`: it runs there or nowhere), asking for all
-of the node's GPUs so that the smoke test gets them (Ray sets `CUDA_VISIBLE_DEVICES`) and no CPU (so a node whose
-CPUs are all reserved still answers). The task runs `python -m fa_doctor check --format json ...` in a bounded
-child (`fa_doctor.process.proc`), with `FA_DOCTOR_RAY_NODE_ID` naming the node for the report's `host`, and returns its
-output. What has not answered by the deadline (a node whose GPUs a running server holds, a dead raylet) is
-listed as unreachable and its task cancelled. Ray is imported here only, when the command runs.
-"""
+"""`fa-doctor fleet ray`: one `check` on every alive node of a Ray cluster (the cluster multi-node vLLM and SGLang
+already run), pinned there with all its GPUs and no CPU, in a bounded child; what has not answered by the deadline
+is unreachable (docs/fleet.md: Ray). Ray is imported here only, when the command runs."""
 
 from __future__ import annotations
 
@@ -24,12 +17,12 @@ from fa_doctor.fleet.read import REPORT_LIMIT
 
 _STDERR_TAIL = 600
 _CONNECT_SECONDS = 10
+_TASK = {"num_cpus": 0, "max_retries": 0, "name": "fa-doctor check"}
 _MARGIN = 5.0  # seconds between the child's own deadline and the driver's: the answer still travels back
 
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    node: str  # "HOST (ray:ID12)"
     node_id: str
     report: bytes  # the check's stdout: one JSON document
 
@@ -92,17 +85,11 @@ def collect(
         nodes = [n for n in ray.nodes() if n.get("Alive")]
         task = ray.remote(check_on_node)
         refs = {}
-        for node in nodes:
+        for node in nodes:  # pinned there or nowhere; all its GPUs (the smoke test gets them), no CPU
             gpus = float(node.get("Resources", {}).get("GPU", 0))
-            refs[
-                task.options(
-                    num_cpus=0,
-                    num_gpus=gpus,
-                    max_retries=0,
-                    name="fa-doctor check",
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-                ).remote(list(argv), node["NodeID"], max(1.0, deadline - _MARGIN))
-            ] = node
+            there = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            call = task.options(num_gpus=gpus, scheduling_strategy=there, **_TASK)
+            refs[call.remote(list(argv), node["NodeID"], max(1.0, deadline - _MARGIN))] = node
         if progress:
             progress(f"fa-doctor fleet: checking {len(nodes)} Ray node(s)")
         ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=deadline) if refs else ([], [])
@@ -119,7 +106,7 @@ def collect(
                 why = f"check ended without a report (exit {code}): {err.strip()[-_STDERR_TAIL:] or 'no output'}"
                 unreachable.append(Unreachable(label(node), why))
             else:
-                answers.append(Answer(label(node), node["NodeID"], out))
+                answers.append(Answer(node["NodeID"], out))
         for ref in pending:
             ray.cancel(ref, force=True)
             why = f"no report within {deadline:g} s (its GPUs held by a running server, or the node is stuck)"

@@ -1,21 +1,16 @@
-"""Many node reports as one: one entry per node (its identity, not its file), named uniquely, grouped by
-install fingerprint, findings counted once with their remedies, and the outliers: nodes whose install matches
-their group but whose result does not.
-
-A `Merger` takes one report at a time and keeps a compact summary per node, in columns (100,000 nodes fit in
-tens of megabytes), and bounded counts of everything else: refused reports and duplicates are counted, the
-first few listed; at most MAX_NODES nodes, MAX_GROUPS installs and MAX_FINDING_IDS finding ids are held (a
-report beyond is refused, and says why). Then it builds the `FleetPayload`.
-"""
+"""Many node reports as one: one entry per node (its identity, not its file), named uniquely, grouped by install
+fingerprint, findings counted once with their remedies, and the outliers: nodes whose install matches their group
+but whose result does not. Bounded: see MAX_* (a report beyond is refused, and says why) and docs/fleet.md: Scale."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from array import array
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
+from typing import Any
 
 from fa_doctor.fleet.model import (
     STATUSES,
@@ -45,7 +40,12 @@ _DROPPED_LISTED = 3  # per duplicated node, the sources of the reports not merge
 _REMEDIES_KEPT = 6
 _VARIANTS_COUNTED = 1_000  # distinct remedies counted per finding id (remedy_variants stops there)
 _RANK = {"ok": 0, "warn": 1, "fail": 2}
-_ERROR_REMEDY = Remedy("Run `fa-doctor check` on the node by hand: its error says what stopped it (the node's line).")
+_ERROR_SEEN = Seen(
+    NODE_ERROR,
+    Severity.FAIL,
+    "fa-doctor could not check the node",
+    (Remedy("Run `fa-doctor check` on the node by hand: its error says what stopped it (the node's line)."),),
+)
 
 Pairs = tuple[tuple[str, Severity], ...]
 
@@ -74,8 +74,8 @@ def _short(scheduler_id: str) -> str:
     return f"{kind}:{value[:12]}" if kind == "ray" else scheduler_id
 
 
-def _error_seen() -> Seen:
-    return Seen(NODE_ERROR, Severity.FAIL, "fa-doctor could not check the node", (_ERROR_REMEDY,))
+def _worst_first(pair: tuple[str, Severity]) -> tuple[int, str]:
+    return -pair[1].rank, pair[0]
 
 
 class Merger:
@@ -95,6 +95,8 @@ class Merger:
         self._status = array("B")
         self._set = indexes()
         self._gpus = indexes()
+        self._columns: tuple[Any, ...] = (self._hosts, self._scheduler, self._sources, self._when)
+        self._columns += (self._install, self._status, self._set, self._gpus)
         self._installs: dict[Install, int] = {}
         self._sets: dict[Pairs, int] = {}
         self._findings: dict[str, _Agg] = {}
@@ -122,7 +124,7 @@ class Merger:
         install = self._installs.get(report.install)
         if install is None and len(self._installs) >= MAX_GROUPS:
             return f"a new install beyond {MAX_GROUPS} distinct ones, the most one merge holds"
-        seen = (_error_seen(), *report.findings) if report.error else report.findings
+        seen = (_ERROR_SEEN, *report.findings) if report.error else report.findings
         new = {f.id for f in seen} - self._findings.keys()
         if len(self._findings) + len(new) > MAX_FINDING_IDS:
             return f"finding ids beyond {MAX_FINDING_IDS} distinct ones, the most one merge holds"
@@ -130,25 +132,18 @@ class Merger:
             install = self._installs[report.install] = len(self._installs)
         for f in seen:
             self._aggregate(f)
-        pairs = tuple(sorted({(f.id, f.severity) for f in seen}, key=lambda p: (-p[1].rank, p[0])))
+        pairs = tuple(sorted({(f.id, f.severity) for f in seen}, key=_worst_first))
         found = self._sets.setdefault(pairs, len(self._sets))
         status = _RANK[report.status]
+        values = (report.host, report.scheduler_id, report.source, report.when, install, status, found, report.gpus)
         if slot is None:
             slot = self._slot[report.identity] = len(self._sources)
-            self._hosts.append(report.host)
-            self._scheduler.append(report.scheduler_id)
-            self._sources.append(report.source)
-            self._when.append(report.when)
-            self._install.append(install)
-            self._status.append(status)
-            self._set.append(found)
-            self._gpus.append(report.gpus)
+            for column, value in zip(self._columns, values, strict=True):
+                column.append(value)
         else:  # a newer report of a node held replaces it (the old one's titles and remedies stay known)
             self._duplicate(slot, self._sources[slot])
-            self._hosts[slot], self._scheduler[slot] = report.host, report.scheduler_id
-            self._sources[slot], self._when[slot] = report.source, report.when
-            self._install[slot], self._status[slot] = install, status
-            self._set[slot], self._gpus[slot] = found, report.gpus
+            for column, value in zip(self._columns, values, strict=True):
+                column[slot] = value
             self._errors.pop(slot, None)
         if report.error:
             self._errors[slot] = report.error
@@ -205,16 +200,8 @@ class Merger:
         groups = [group for group, _ in made]
         number = {install: n for n, (_, install) in enumerate(made)}  # install index -> group index
         group_of = indexes(number[i] for i in self._install)
-        nodes = Nodes(
-            tuple(names),
-            tuple(self._sources),
-            dict(self._errors),
-            group_of,
-            self._status[:],
-            self._gpus[:],
-            self._set[:],
-            tuple(sets),
-        )
+        numbers = (group_of, self._status[:], self._gpus[:], self._set[:])
+        nodes = Nodes(tuple(names), tuple(self._sources), dict(self._errors), *numbers, tuple(sets))
         outliers = [o for i in held for o in self._outliers(prints[i], members[i], names, sets)]
         duplicates = [
             Duplicate(names[slot], self._sources[slot], tuple(dup.dropped), dup.reports)
@@ -252,36 +239,22 @@ class Merger:
         self, members: list[list[int]], prints: dict[int, str], sets: list[Pairs]
     ) -> tuple[FleetFinding, ...]:
         ids = [tuple(dict.fromkeys(fid for fid, _ in pairs)) for pairs in sets]  # a node's ids, each once
-        nodes: dict[str, array[int]] = {}
+        nodes: defaultdict[str, array[int]] = defaultdict(indexes)
         worst: dict[str, Severity] = {}
         for found_set in set(self._set):  # the finding sets of nodes held (not of reports replaced)
             for fid, severity in sets[found_set]:
-                if fid not in worst or severity.rank > worst[fid].rank:
-                    worst[fid] = severity
+                worst[fid] = max(worst.get(fid, severity), severity, key=lambda s: s.rank)
         for node, found_set in enumerate(self._set):
             for fid in ids[found_set]:
-                held = nodes.get(fid)
-                if held is None:
-                    held = nodes[fid] = indexes()
-                held.append(node)
-        where: dict[str, dict[str, tuple[int, int]]] = {}  # id -> group -> (nodes with it, group size)
-        for install, print_ in prints.items():
-            group = members[install]
-            per_id: Counter[str] = Counter()
-            for found_set, count in Counter(self._set[i] for i in group).items():
-                for fid in ids[found_set]:
-                    per_id[fid] += count
-            for fid, count in per_id.items():
-                where.setdefault(fid, {})[print_] = (count, len(group))
+                nodes[fid].append(node)
         out = []
         for fid, held in nodes.items():
             agg = self._findings[fid]
-            spread = where.get(fid, {})
-            scope = "install" if all(have == size for have, size in spread.values()) else "node"
+            spread = sorted(Counter(self._install[n] for n in held).items())  # (install, its nodes with it)
+            scope = "install" if all(have == len(members[i]) for i, have in spread) else "node"
+            groups = tuple(prints[i] for i, _ in spread)
             variants = max(1, len(agg.variants))
-            out.append(
-                FleetFinding(fid, worst[fid], agg.title, held, tuple(spread), scope, tuple(agg.remedies), variants)
-            )
+            out.append(FleetFinding(fid, worst[fid], agg.title, held, groups, scope, tuple(agg.remedies), variants))
         out.sort(key=lambda f: (-f.severity.rank, -len(f.nodes), f.id))
         return tuple(out)
 
@@ -316,4 +289,4 @@ class Merger:
 
 
 def _ids(pairs: Iterable[tuple[str, Severity]]) -> str:
-    return ", ".join(f"{fid} ({sev.value})" for fid, sev in sorted(pairs, key=lambda p: (-p[1].rank, p[0])))
+    return ", ".join(f"{fid} ({sev.value})" for fid, sev in sorted(pairs, key=_worst_first))

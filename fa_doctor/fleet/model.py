@@ -1,14 +1,12 @@
-"""The fleet report, typed: what `merge` and `fleet ray` return as their payload (schema `fa-doctor.fleet/1`).
-
-Every string in it came from a node's report and is hostile: the render boundary escapes it like any other.
-A fleet may have 100,000 nodes: each node's text (name, source, error) is held once, in `Nodes`; groups and
-findings name their nodes by index into it, in arrays of numbers, which the boundary passes through as they are.
-"""
+"""The fleet report, typed: the payload of `merge` and `fleet ray` (schema `fa-doctor.fleet/1`). Every string came
+from a node's report and is hostile: the render boundary escapes it. Each node's text is held once, in `Nodes`;
+groups and findings name nodes by index, in arrays the boundary passes through (100,000 nodes stay small). The
+texts every format says alike (headline, summary, an install's line, node names) are methods here."""
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fa_doctor.model.finding import Remedy, Severity
@@ -35,10 +33,22 @@ class Install:
     selection: str | None = None  # what runs for prefill and decode, and why (the knobs' effect)
     tool: str | None = None  # the fa-doctor version that judged it: another version may judge differently
 
+    def line(self) -> str:
+        """The install in one line, as every format shows a group's."""
+        parts = [
+            # torch has its own part (with its CUDA); the report's package list names it too
+            ", ".join(p for p in self.packages if not p.startswith("torch ")) or "no FA package",
+            f"torch {self.torch}" if self.torch else "no torch",
+            f"driver {self.driver}" if self.driver else "no driver",
+            ", ".join(self.gpus) or "no GPU",
+        ]
+        extra = (self.selection, self.python and f"Python {self.python}", self.tool and f"fa-doctor {self.tool}")
+        return " · ".join(parts + [p for p in extra if p])
+
 
 @dataclass(frozen=True, slots=True)
 class NodeResult:
-    """One node's verdict, as the fleet report lists it (one JUnit test case per node): a row of `Nodes`."""
+    """One node's verdict: a row of `Nodes` (one JUnit test case per node)."""
 
     name: str  # unique in the fleet report
     group: int  # its group's index in FleetPayload.groups
@@ -51,17 +61,14 @@ class NodeResult:
 
 @dataclass(frozen=True, slots=True)
 class Nodes:
-    """Every node of the fleet as columns, in the fleet's order; iterating gives `NodeResult` rows.
-
-    Only `names`, `sources` and `errors` are node text; the rest are numbers: the group's index, the status
-    (index into STATUSES), the GPU count, and the finding set (index into `finding_sets`, the distinct lists of
-    non-ok findings: most nodes of a fleet share a few)."""
+    """Every node as columns, in the fleet's order: text in tuples, numbers in arrays; `findings` indexes
+    `finding_sets`, the distinct lists of non-ok findings (most nodes share a few). Iterating gives NodeResults."""
 
     names: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     errors: Mapping[int, str] = field(default_factory=dict)  # node index -> why fa-doctor could not check it
     groups: array[int] = field(default_factory=indexes)
-    statuses: array[int] = field(default_factory=indexes)
+    statuses: array[int] = field(default_factory=indexes)  # index into STATUSES
     gpus: array[int] = field(default_factory=indexes)
     findings: array[int] = field(default_factory=indexes)
     finding_sets: tuple[tuple[tuple[str, Severity], ...], ...] = ()
@@ -69,26 +76,10 @@ class Nodes:
     def __len__(self) -> int:
         return len(self.names)
 
-    def __getitem__(self, i: int) -> NodeResult:
-        return NodeResult(
-            self.names[i],
-            self.groups[i],
-            STATUSES[self.statuses[i]],
-            self.finding_sets[self.findings[i]],
-            self.sources[i],
-            self.errors.get(i),
-            self.gpus[i],
-        )
-
     def __iter__(self) -> Iterator[NodeResult]:
-        return (self[i] for i in range(len(self.names)))
-
-    def count(self, status: Severity) -> int:
-        return self.statuses.count(STATUSES.index(status))
-
-    def with_status(self, status: Severity) -> list[int]:
-        code = STATUSES.index(status)
-        return [i for i, s in enumerate(self.statuses) if s == code]
+        for i, name in enumerate(self.names):
+            status, found = STATUSES[self.statuses[i]], self.finding_sets[self.findings[i]]
+            yield NodeResult(name, self.groups[i], status, found, self.sources[i], self.errors.get(i), self.gpus[i])
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,10 +101,8 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class FleetFinding:
-    """One non-ok finding id across the fleet, its remedies once.
-
-    `scope` answers "the image or the node?": `install` when every node of each group it occurs in has it,
-    `node` when only some nodes of a group do."""
+    """One non-ok finding id across the fleet, its remedies once. `scope`: `install` when every node of each group
+    it occurs in has it (the image's), `node` when only some nodes of a group do (the nodes')."""
 
     id: str
     severity: Severity
@@ -134,28 +123,21 @@ class Outlier:
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    """A report that was read but not merged (other schema, truncated, not a node report), and why."""
-
-    source: str
+    source: str  # a report read but not merged (other schema, truncated, not a node report)
     why: str
 
 
 @dataclass(frozen=True, slots=True)
 class Duplicate:
-    """A node that sent more than one report (the same identity: its host name or scheduler node id): the
-    newest is merged, the others are not."""
-
-    node: str  # its name in the fleet report
-    kept: str  # the source of the report merged
+    node: str  # a node that sent more than one report (one identity): its name in the fleet report
+    kept: str  # the source of the report merged (the newest)
     dropped: tuple[str, ...]  # the sources of the others, the first few
     reports: int  # how many reports of it were read
 
 
 @dataclass(frozen=True, slots=True)
 class Unreachable:
-    """A node the engine knows but that gave no report in time."""
-
-    node: str
+    node: str  # a node the engine knows but that gave no report in time
     why: str
 
 
@@ -176,11 +158,46 @@ class FleetPayload:
 
     @property
     def counts(self) -> dict[str, int]:
-        out = {s.value: self.nodes.count(s) for s in STATUSES}
+        out = {s.value: self.nodes.statuses.count(i) for i, s in enumerate(STATUSES)}
         refused = max(self.refused_count, len(self.refused))
         return out | {"refused": refused, "unreachable": len(self.unreachable), "duplicates": self.duplicate_reports}
 
-    def names(self, nodes: array[int], limit: int | None = None) -> list[str]:
+    def head(self, command: str) -> str:
+        return f"fa-doctor {command}" + (f" on {self.engine}" if self.engine else "")
+
+    def summary(self) -> str:
+        c = self.counts
+        text = f"{len(self.nodes)} node(s) in {len(self.groups)} group(s): {c['ok']} ok, {c['warn']} warn"
+        extra = [f"{c[k]} {k}" for k in ("refused", "unreachable") if c[k]]
+        if self.outliers:
+            extra.append(f"{len(self.outliers)} outlier(s)")
+        if self.duplicate_reports:
+            extra.append(f"{self.duplicate_nodes} node(s) reported more than once")
+        if self.expected is not None:
+            extra.append(f"{self.expected} expected")
+        return f"{text}, {c['fail']} fail" + ("; " + ", ".join(extra) if extra else "")
+
+    def node_names(self, nodes: Sequence[int], limit: int | None = 10) -> str:
+        """Nodes given by index, by name: the first `limit`, and how many more."""
+        shown = self.names(nodes, limit)
+        more = len(nodes) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more else "")
+
+    def others(self) -> dict[str, tuple[list[tuple[str, str]], int]]:
+        """Refused reports, unreachable nodes and nodes reported more than once: the (where, why) rows listed, and
+        how many more were counted but not listed (a merge lists the first few of each)."""
+        duplicates = []
+        for d in self.duplicates:
+            more = d.reports - 1 - len(d.dropped)
+            dropped = ", ".join(d.dropped) + (f" and {more} more" if more > 0 else "")
+            duplicates.append((d.node, f"{d.reports} reports: merged {d.kept} (the newest); not merged: {dropped}"))
+        return {
+            "refused": ([(r.source, r.why) for r in self.refused], self.counts["refused"] - len(self.refused)),
+            "unreachable": ([(u.node, u.why) for u in self.unreachable], 0),
+            "duplicates": (duplicates, self.duplicate_nodes - len(self.duplicates)),
+        }
+
+    def names(self, nodes: Sequence[int], limit: int | None = None) -> list[str]:
         """The names of nodes given by index (the first `limit`)."""
         names = self.nodes.names
         return [names[i] for i in (nodes if limit is None else nodes[:limit])]

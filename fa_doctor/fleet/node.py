@@ -1,12 +1,9 @@
-"""One node's report, judged: a small typed summary of what the fleet needs, or the reason it is refused.
-
-The report is hostile: any field may be missing, of another type, huge or a lie. Nothing here trusts a type;
-every string kept is cut to a bound, every list too. A report of another schema, of another command, or with a
-malformed finding is refused as a whole (never half merged).
-"""
+"""One node's report, judged: a small typed summary of what the fleet needs, or why it is refused as a whole.
+The report is hostile: nothing here trusts a type, and every string and list kept is cut to a bound."""
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +16,6 @@ from fa_doctor.model.machine import HostFacts
 from fa_doctor.model.result import SCHEMA
 
 _FAMILY = SCHEMA.rsplit("/", 1)[0] + "/"
-_NOT_A_REPORT = f"not a fa-doctor report (its schema is not {SCHEMA})"
 _ID = re.compile(r"[a-z0-9_]+(?:\.[a-z0-9_]+)+")
 _SEVERITY = {s.value: s for s in Severity}
 _HOST_FIELDS = tuple(f for f in HostFacts.__dataclass_fields__ if f != "name")
@@ -27,10 +23,6 @@ _MAX_FINDINGS = 1000
 _MAX_ITEMS = 64  # packages, GPUs, remedies, commands
 _SHORT, _TEXT = 200, 2000
 _EMPTY: Mapping[str, Any] = {}
-_PHASES = ("prefill", "decode")
-_TARGET = ("version", "implementation", "machine", "libc")
-_INSTALLS: dict[tuple[Any, ...], Install] = {}  # raw values -> the install they make (install_of)
-_INSTALLS_KEPT = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +48,9 @@ class NodeReport(NamedTuple):  # a tuple: made once per report (10,000s), 5x che
     when: float = 0.0  # when the report was written, as far as merge knows (read.Document.when)
 
 
-def identity(host: HostFacts | None, source: str) -> str:
+def identity(host: HostFacts) -> str:
     """What names the node itself, not the run: the scheduler's id of the node (a Ray node id, the Kubernetes
-    node, the Slurm node's name; not the job or the pod, which come and go), else the host name. A report
-    without `host` (written before reports said where they ran) is only its own source's."""
-    if host is None:
-        return f"source:{source}"
+    node, the Slurm node's name; not the job or the pod, which come and go), else the host name."""
     if host.ray_node_id:
         return f"ray:{host.ray_node_id}"
     if host.k8s_node:
@@ -87,42 +76,24 @@ def _l(value: Any) -> list[Any]:
     return value[:_MAX_ITEMS] if type(value) is list else []
 
 
-def _join(*parts: str | None) -> str | None:
-    kept = [p for p in parts if p]
-    return " ".join(kept) if kept else None
-
-
-def _pairs(items: list[Any], first: str, second: str) -> set[tuple[Any, Any]]:
-    """The distinct (first, second) string pairs of a list of objects (None where not a string); the raw values
-    are compared before any text is made, since most of a node's GPUs (and packages) are alike."""
-    out = set()
-    for item in items:
-        if type(item) is dict:
-            a, b = item.get(first), item.get(second)
-            out.add((a if type(a) is str else None, b if type(b) is str else None))
-        else:
-            out.add((None, None))
-    return out
-
-
 def _k(value: Any) -> Any:
-    """What install_of reads of a value: the string itself, else only whether it is set."""
+    """What `_install` reads of a value: the string itself, else only whether it is set."""
     return value if type(value) is str else bool(value)
 
 
 def _raw_pairs(items: list[Any], first: str, second: str) -> frozenset[tuple[Any, Any]]:
+    """The distinct (first, second) values of a list of objects, compared raw before any text is made (most of a
+    node's GPUs and packages are alike); where one is not an object or not hashable, what is not a string is None."""
     try:  # the usual report: objects with string (or null) values
         return frozenset([(item.get(first), item.get(second)) for item in items])
     except (AttributeError, TypeError):  # not an object, or a value that cannot be hashed (a list)
-        return frozenset(_pairs(items, first, second))
+        objects = [_d(item) for item in items]
+        return frozenset((_s(o.get(first)), _s(o.get(second))) for o in objects)
 
 
 def install_of(doc: Mapping[str, Any]) -> tuple[Install, int]:
-    """The fingerprint's parts, and how many GPUs the node saw (hardware: not part of the fingerprint).
-
-    Most nodes of a fleet share an install: the raw values it is made of are looked up first, and only a new
-    combination is formatted. Equal raw values make equal installs (what is read of a value is the string, or
-    whether it is set; equal JSON values agree on both)."""
+    """The fingerprint's parts, and how many GPUs the node saw (hardware: not part of the fingerprint). Most nodes
+    share an install: it is made once per distinct combination of the raw values it reads."""
     torch, gpus, target = _d(doc.get("torch")), _d(doc.get("gpus")), _d(doc.get("target"))
     selection = _d(doc.get("selection"))
     devices = _l(gpus.get("devices"))
@@ -138,45 +109,28 @@ def install_of(doc: Mapping[str, Any]) -> tuple[Install, int]:
         doc.get("tool_version"),
     )  # fmt: skip
     try:
-        install = _INSTALLS.get(key)
+        return _install(key), len(devices)
     except TypeError:  # a list or an object where a string belongs: only whether it is set is read
-        key = (*key[:2], *map(_k, key[2:]))
-        install = _INSTALLS.get(key)
-    if install is None:
-        if len(_INSTALLS) >= _INSTALLS_KEPT:
-            _INSTALLS.clear()
-        phases = [prefill, decode]
-        install = _INSTALLS[key] = _install(key[0], key[1], torch, gpus, target, phases, doc.get("tool_version"))
-    return install, len(devices)
+        return _install((*key[:2], *map(_k, key[2:]))), len(devices)
 
 
-def _install(
-    packages: frozenset[tuple[Any, Any]],
-    devices: frozenset[tuple[Any, Any]],
-    torch: Mapping[str, Any],
-    gpus: Mapping[str, Any],
-    target: Mapping[str, Any],
-    phases: list[Mapping[str, Any]],
-    tool: Any,
-) -> Install:
-    names = sorted({f"{_s(n)} {_s(v)}" for n, v in packages})
-    platform = (
-        f"CUDA {_s(torch['cuda'])}" if torch.get("cuda") else f"ROCm {_s(torch['hip'])}" if torch.get("hip") else "CPU"
-    )
-    driver = _s(gpus.get("driver_version"))
+@functools.lru_cache(maxsize=1024)
+def _install(key: tuple[Any, ...]) -> Install:
+    packages, devices, version, cuda, hip, driver, cuda_driver, *rest = key
+    platform = f"CUDA {_s(cuda)}" if cuda else f"ROCm {_s(hip)}" if hip else "CPU"
     runs = []
-    for phase, choice in zip(_PHASES, phases, strict=True):
-        what = _s(choice.get("implementation")) or _s(choice.get("backend"))
+    for phase, (implementation, backend, source) in zip(("prefill", "decode"), (rest[4:7], rest[7:10]), strict=True):
+        what = _s(implementation) or _s(backend)
         if what:
-            runs.append(f"{phase} {what} ({_s(choice.get('source'))})")
+            runs.append(f"{phase} {what} ({_s(source)})")
     return Install(
-        packages=tuple(p for p in names if p != "None None"),
-        torch=f"{_s(torch.get('version'))} ({platform})" if torch.get("version") else None,
-        driver=f"{driver} (CUDA {_s(gpus.get('cuda_driver_version'))})" if driver else None,
+        packages=tuple(sorted({f"{_s(n)} {_s(v)}" for n, v in packages} - {"None None"})),
+        torch=f"{_s(version)} ({platform})" if version else None,
+        driver=f"{_s(driver)} (CUDA {_s(cuda_driver)})" if _s(driver) else None,
         gpus=tuple(sorted({f"{_s(n)} ({_s(c)})" for n, c in devices})),
-        python=_join(*(_s(target.get(k)) for k in _TARGET)),
+        python=" ".join(p for p in map(_s, rest[:4]) if p) or None,
         selection=", ".join(runs) or None,
-        tool=_s(tool),
+        tool=_s(rest[10]),
     )
 
 
@@ -223,13 +177,13 @@ def _schema_problem(doc: Any) -> str | None:
             f"schema {_s(schema, 60)}: this fa-doctor ({__version__}) reads {SCHEMA}; "
             "merge it with the fa-doctor version that wrote it"
         )
-    return _NOT_A_REPORT
+    return f"not a fa-doctor report (its schema is not {SCHEMA})"
 
 
-def _host(raw: Any) -> tuple[str, HostFacts | None] | None:
+def _host(raw: Any) -> tuple[str | None, HostFacts | None]:
     """The host name, and the scheduler's ids if any is set (most reports outside a scheduler have none)."""
     if type(raw) is not dict:
-        return None
+        return None, None  # a report written before reports said where they ran
     name = _s(raw.get("name")) or "unknown"
     ids = [_s(raw.get(f)) for f in _HOST_FIELDS]
     return name, (HostFacts(name, *ids) if any(ids) else None)
@@ -249,11 +203,8 @@ def judge(source: str, doc: Any, when: float = 0.0) -> NodeReport | Refused:
     code = doc.get("exit_code")
     if error or (type(code) is int and code != 0):
         status = "fail"  # its own run failed its gate: an error, a signal, or a warning under its --strict
-    host = _host(doc.get("host"))
+    name, ids = _host(doc.get("host"))
+    who = identity(ids) if ids else f"source:{source}" if name is None else f"host:{name}"
     install, gpus = install_of(doc)
-    if host is None:
-        name, ids, sched, who = None, None, None, identity(None, source)
-    else:
-        name, ids = host
-        sched, who = (ids.scheduler_id, identity(ids, source)) if ids else (None, f"host:{name}")
+    sched = ids.scheduler_id if ids else None
     return NodeReport(source, who, name, sched, install, status, findings, error, gpus, when)

@@ -1,17 +1,5 @@
-"""Reading report files, folders and stdin as a stream of documents: memory bounded whatever the input's
-length, every bad input named (or counted), none dropped.
-
-A file or stdin holds one JSON document (what `check --json` writes, pretty-printed), JSON Lines (one report a
-line), or documents one after another (`cat reports/*.json`, `kubectl logs` of many pods), with stray log lines
-between them; a folder contributes its `*.json` and `*.jsonl` files, sorted, not recursing; `-` reads stdin.
-
-Each source is read in chunks and cut into documents as it goes: no total read limit, only one for a single
-document (`REPORT_LIMIT`). A document is parsed from a slice about twice as long as the last one, longer when
-it goes on past it; so a parse error costs about the length of one document (a `JSONDecodeError` counts lines
-from the start of the text it was given), never the length of the buffer. What cannot be parsed is skipped up
-to the next line that starts with `{` (the next JSON Lines record, the next pretty document) and becomes one
-`Refused` entry, never an exception.
-"""
+"""Report files, folders and stdin read as a stream of documents, memory bounded whatever the input's length,
+every bad input named or counted, none dropped (docs/fleet.md: "How to read it" and "Scale" say how)."""
 
 from __future__ import annotations
 
@@ -109,16 +97,11 @@ class _Reader:
         if not self._skip_blank():
             yield Refused(source, "empty")
             return
-        first = self._one()
-        if not self._skip_blank():
-            yield _item(source, first, when)
-            return
-        yield _item(f"{source}:{first[0]}", first, when)
-        while True:
-            line, doc, problem = self._one()
-            yield Document(f"{source}:{line}", doc, when) if problem is None else Refused(f"{source}:{line}", problem)
-            if not self._skip_blank():
-                return
+        piece, several = self._one(), False
+        while self._skip_blank():
+            yield _item(f"{source}:{piece[0]}", piece, when)
+            piece, several = self._one(), True
+        yield _item(f"{source}:{piece[0]}" if several else source, piece, when)
 
     def _refuse(self, line: int, problem: str, resume: int) -> _Piece:
         self._skip_to_start(resume)
@@ -126,12 +109,8 @@ class _Reader:
         return line, None, problem
 
     def _one(self) -> _Piece:
-        """The document at the current position (not blank).
-
-        It is parsed from a slice of `size` characters, twice the last document's length: a parse error costs
-        the slice's length (`JSONDecodeError` counts lines from the start of what it is given), and a line of
-        `{}{}{}...` no more per document than its own. A document that goes on past the slice is parsed again
-        from one twice as long, so a few times at most."""
+        """The document at the current position (not blank), parsed from a slice twice the last one's length (a
+        parse error costs that much); one that goes on past its slice is parsed again from one twice as long."""
         self.line += self.text.count("\n", self.counted, self.pos)
         self.counted = start = self.pos
         line = self.line
@@ -189,12 +168,9 @@ def read_stream(
         yield Refused(source, f"unreadable: {exc.strerror or type(exc).__name__}")
 
 
-def split(source: str, data: bytes | bytearray, cut: bool = False) -> Iterator[Document | Refused]:
-    """The documents of one buffer (`fleet ray`: a node's output). `cut`: the output was cut at a limit."""
-    items = list(read_stream(source, io.BytesIO(bytes(data)), time.time()))
-    if cut and items:
-        items[-1] = Refused(items[-1].source, "cut short at the output limit")
-    yield from items
+def split(source: str, data: bytes) -> Iterator[Document | Refused]:
+    """The documents of one buffer (`fleet ray`: a node's output)."""
+    return read_stream(source, io.BytesIO(data), time.time())
 
 
 def read_file(path: str) -> Iterator[Document | Refused]:
@@ -234,31 +210,20 @@ def _members(path: str) -> list[_Member]:
         return [(path, None)]
 
 
-def members(paths: Sequence[str]) -> Iterator[str | Refused | None]:
-    """Each file to read, in the order given, a file named twice (also through a folder) once; None where `-`
-    (stdin) stands; a Refused entry for a folder with nothing to read."""
+def documents(paths: Sequence[str], stdin: BinaryIO | None) -> Iterator[Document | Refused]:
+    """Every document of the paths, in order, streamed; `-` reads `stdin`; a file named twice (also through a
+    folder) is read once."""
     seen: set[tuple[int, int]] = set()
     for path in paths:
         if path == "-":
-            yield None
+            if stdin is not None:
+                yield from read_stream("stdin", stdin, time.time())
             continue
         found = _members(path)
         if not found:
             yield Refused(path, "a folder without *.json or *.jsonl files (or unreadable)")
         for member, key in found:
-            if key is not None:
-                if key in seen:
-                    continue
-                seen.add(key)
-            yield member
-
-
-def documents(paths: Sequence[str], stdin: BinaryIO | None) -> Iterator[Document | Refused]:
-    """Every document of the paths, in order, streamed; `-` reads `stdin`."""
-    for member in members(paths):
-        if isinstance(member, Refused):
-            yield member
-        elif member is not None:
-            yield from read_file(member)
-        elif stdin is not None:
-            yield from read_stream("stdin", stdin, time.time())
+            if key not in seen:
+                if key is not None:
+                    seen.add(key)
+                yield from read_file(member)

@@ -1,19 +1,34 @@
-"""The fleet's own findings, which decide its exit code: 1 when any node fails (or does not answer, or fewer
-distinct nodes reported than expected), 0 when every node passes or warns; `--strict` makes warnings, outliers,
-refused reports and nodes reported twice fail too; 2 when no node report could be read at all.
-
-Their ids (`fleet.*`) are listed in docs/fleet.md; the node findings themselves are in the payload.
-"""
+"""The fleet's own findings (`fleet.*`, listed in docs/fleet.md), which decide its exit code: 1 when a node fails
+or gave no report, or fewer distinct nodes reported than expected; `--strict` fails on warnings, outliers, refused
+and duplicated reports too; 2 when no node report could be read at all."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from fa_doctor.fleet.model import FleetPayload, indexes
+from fa_doctor.fleet.model import STATUSES, FleetPayload
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.result import Result
 
 _SHOWN = 20  # node names in a finding's evidence; the payload has them all
+_REMEDY = {
+    "fleet.failing": "Fix each finding with its remedies: scope `install` means every node of its group has it (fix "
+    "the image or environment and roll it out), `node` only some (fix or drain those nodes); then check and merge "
+    "again.",
+    "fleet.outlier": "Look at the node itself: its install matches its group, so the difference is its hardware, "
+    "driver state or caches. Compare its report with one of its group's.",
+    "fleet.refused": "Re-run `fa-doctor check --json` on those nodes with this fa-doctor version (a truncated report: "
+    "the node stopped while writing it, or its disk is full) and merge again.",
+    "fleet.duplicate": "Nothing to do if a node was checked again (its newest report is merged). If these are "
+    "different machines, they share a host name and no scheduler id: give each its own host name, or run the check "
+    "under the scheduler (Slurm, Kubernetes, Ray) so its node id is in the report.",
+    "fleet.unreachable": "Check that the node is up and its GPUs are not all held by a running server (`ray status`), "
+    "then run again, with a longer --node-timeout if the smoke test needs it.",
+    "fleet.missing": "Find the nodes whose report is missing (the job's output folder, the pods' logs) and merge "
+    "again.",
+}
+_REMEDY["fleet.warning"] = _REMEDY["fleet.failing"]
 
 
 def _names(names: list[str], total: int | None = None) -> list[str]:
@@ -22,85 +37,39 @@ def _names(names: list[str], total: int | None = None) -> list[str]:
     return names[:_SHOWN] + ([f"... {more} more"] if more > 0 else [])
 
 
-def _top(payload: FleetPayload, severity: Severity) -> str:
-    found = [f for f in payload.findings if f.severity is severity][:3]
-    return "; ".join(f"{f.id} on {len(f.nodes)} node(s) ({f.scope})" for f in found)
-
-
-def _with(payload: FleetPayload, status: Severity) -> list[str]:
-    return payload.names(indexes(payload.nodes.with_status(status)), _SHOWN + 1)
-
-
-_FIX = Remedy(
-    "Fix each finding with its remedies: scope `install` means every node of its group has it (fix the image or "
-    "environment and roll it out), `node` only some (fix or drain those nodes); then check and merge again."
-)
-
-
 def findings(payload: FleetPayload) -> tuple[Finding, ...]:
-    counts: Mapping[str, int] = payload.counts
-    total = len(payload.nodes)
+    counts, total = payload.counts, len(payload.nodes)
     out: list[Finding] = []
-    if counts["fail"]:
-        title = f"{counts['fail']} of {total} node(s) fail"
-        out.append(
-            Finding(
-                "fleet.failing",
-                Severity.FAIL,
-                title,
-                _top(payload, Severity.FAIL),
-                {"nodes": _names(_with(payload, Severity.FAIL), counts["fail"])},
-                (_FIX,),
-            )
-        )
-    if counts["warn"]:
-        title = f"{counts['warn']} of {total} node(s) warn"
-        evidence = {"nodes": _names(_with(payload, Severity.WARN), counts["warn"])}
-        out.append(Finding("fleet.warning", Severity.WARN, title, _top(payload, Severity.WARN), evidence, (_FIX,)))
+
+    def add(fid: str, severity: Severity, title: str, evidence: Mapping[str, Any], detail: str = "") -> None:
+        out.append(Finding(fid, severity, title, detail, evidence, (Remedy(_REMEDY[fid]),)))
+
+    for fid, status in (("fleet.failing", Severity.FAIL), ("fleet.warning", Severity.WARN)):
+        if counts[status.value]:
+            top = [f for f in payload.findings if f.severity is status][:3]
+            detail = "; ".join(f"{f.id} on {len(f.nodes)} node(s) ({f.scope})" for f in top)
+            held = [i for i, s in enumerate(payload.nodes.statuses) if STATUSES[s] is status]
+            nodes = _names(payload.names(held, _SHOWN + 1), counts[status.value])
+            add(fid, status, f"{counts[status.value]} of {total} node(s) {status.value}", {"nodes": nodes}, detail)
     if payload.outliers:
-        names = [o.node for o in payload.outliers]
-        remedy = Remedy(
-            "Look at the node itself: its install matches its group, so the difference is its hardware, driver "
-            "state or caches. Compare its report with one of its group's."
-        )
-        title = f"{len(names)} node(s) differ from the rest of their group"
-        out.append(Finding("fleet.outlier", Severity.WARN, title, "", {"nodes": _names(names)}, (remedy,)))
+        title = f"{len(payload.outliers)} node(s) differ from the rest of their group"
+        add("fleet.outlier", Severity.WARN, title, {"nodes": _names([o.node for o in payload.outliers])})
     if counts["refused"]:
-        remedy = Remedy(
-            "Re-run `fa-doctor check --json` on those nodes with this fa-doctor version (a truncated report: the "
-            "node stopped while writing it, or its disk is full) and merge again."
-        )
         sources = _names([r.source for r in payload.refused], counts["refused"])
-        title = f"{counts['refused']} report(s) could not be merged"
-        out.append(Finding("fleet.refused", Severity.WARN, title, "", {"sources": sources}, (remedy,)))
+        add("fleet.refused", Severity.WARN, f"{counts['refused']} report(s) could not be merged", {"sources": sources})
     if payload.duplicate_reports:
-        remedy = Remedy(
-            "Nothing to do if a node was checked again (its newest report is merged). If these are different "
-            "machines, they share a host name and no scheduler id: give each its own host name, or run the check "
-            "under the scheduler (Slurm, Kubernetes, Ray) so its node id is in the report."
-        )
         nodes = _names([d.node for d in payload.duplicates], payload.duplicate_nodes)
         title = f"{payload.duplicate_nodes} node(s) reported more than once: the newest report of each is merged"
-        out.append(Finding("fleet.duplicate", Severity.WARN, title, "", {"nodes": nodes}, (remedy,)))
+        add("fleet.duplicate", Severity.WARN, title, {"nodes": nodes})
     if payload.unreachable:
-        remedy = Remedy(
-            "Check that the node is up and its GPUs are not all held by a running server (`ray status`), then "
-            "run again, with a longer --node-timeout if the smoke test needs it."
-        )
-        names = [u.node for u in payload.unreachable]
-        title = f"{len(names)} node(s) gave no report"
-        out.append(Finding("fleet.unreachable", Severity.FAIL, title, "", {"nodes": _names(names)}, (remedy,)))
+        nodes = _names([u.node for u in payload.unreachable])
+        add("fleet.unreachable", Severity.FAIL, f"{len(payload.unreachable)} node(s) gave no report", {"nodes": nodes})
     if payload.expected is not None and total < payload.expected:
-        remedy = Remedy(
-            "Find the nodes whose report is missing (the job's output folder, the pods' logs) and merge again."
-        )
         title = f"{total} node(s) reported where {payload.expected} were expected"
         if payload.duplicate_reports:
             title += f" ({payload.duplicate_reports} more report(s) were of nodes already counted)"
-        out.append(Finding("fleet.missing", Severity.FAIL, title, "", {"expected": payload.expected}, (remedy,)))
-    if not out:
-        out.append(Finding("fleet.ok", Severity.OK, f"all {total} node(s) pass"))
-    return tuple(out)
+        add("fleet.missing", Severity.FAIL, title, {"expected": payload.expected})
+    return tuple(out) or (Finding("fleet.ok", Severity.OK, f"all {total} node(s) pass"),)
 
 
 def fleet_result(

@@ -1,12 +1,5 @@
-"""Where a result enters a renderer: every string in it is escaped and scrubbed once, here, for every format.
-
-Every string is one line (`render.escape`): a line break from the target (a path, a flag, metadata) is shown
-escaped, in every format but JSON (which quotes every string). A report spans lines only where the renderer
-breaks them, or where a check said so with `fa_doctor.model.lines.Lines`, whose parts are escaped one by one.
-
-The result is rebuilt, not mutated: findings and payloads are frozen and may be rendered more than once (one run
-writes JSON to stdout and JUnit and Markdown files beside it).
-"""
+"""Where a result enters a renderer: every string in it is escaped and scrubbed once, here, for every format; the
+result is rebuilt, not mutated (docs/render.md)."""
 
 from __future__ import annotations
 
@@ -58,12 +51,9 @@ def _walk(value: Any, clean: _Clean, depth: int = 0) -> Any:
             for k, v in value.items()
         }
         return MappingProxyType(out) if isinstance(value, MappingProxyType) else out
-    if isinstance(value, tuple):
-        return tuple(_walk(v, clean, depth + 1) for v in value)
-    if isinstance(value, list):
-        return [_walk(v, clean, depth + 1) for v in value]
-    if isinstance(value, (frozenset, set)):
-        return type(value)(_walk(v, clean, depth + 1) for v in value)
+    if isinstance(value, (tuple, list, frozenset, set)):
+        kind = tuple if isinstance(value, tuple) else list if isinstance(value, list) else type(value)
+        return kind(_walk(v, clean, depth + 1) for v in value)
     return value
 
 

@@ -1,27 +1,22 @@
-"""GitHub Actions workflow commands: one annotation per finding that is not ok, the rest in a collapsed group.
-
-Escaping is the toolkit's own (actions/toolkit `packages/core/src/command.ts`, unescaped by actions/runner's
-`ActionCommand.TryParseV2`): data `%` `\\r` `\\n`; properties also `:` and `,`. Two more hazards live in the
-runner, not the toolkit: it reads the old `##[command]` form anywhere in a line that is not a `::` command, and a
-line that starts with `::` (after leading blanks) is a command. Text from the target therefore goes out only as
-the data of our own `::` lines, or between `::stop-commands::TOKEN` and `::TOKEN::`, where the runner obeys
-nothing but the token; the token is a hash of the text it guards, which that text cannot contain.
-"""
+"""GitHub Actions workflow commands: an annotation per finding that is not ok, the rest in a collapsed group,
+guarded so no text from the target can act as a command (docs/render.md: the runner's rules)."""
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 
-from fa_doctor.model.finding import Finding, Severity
+from fa_doctor.fleet.model import FleetPayload
+from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
-from fa_doctor.render.human import gpu_line, selection_line, summary_text
+from fa_doctor.render.human import _MARK, gpu_line, selection_line, summary_text, verdict
 from fa_doctor.render.shell import remedy_lines
 
 # GitHub shows 10 annotations of each kind per step (50 per job) and drops the rest silently.
 ANNOTATIONS_PER_KIND = 10
 _DETAIL_CHARS = 4000  # an annotation is a note, not a log: the JSON report carries the whole text
-_MARK = {Severity.OK: "✓", Severity.INFO: "i", Severity.WARN: "!", Severity.FAIL: "✗"}
+_FLEET_KIND = {Severity.FAIL: "error", Severity.WARN: "warning"}
 
 
 def escape_data(text: str) -> str:
@@ -33,33 +28,27 @@ def escape_property(text: str) -> str:
 
 
 def workflow_command(command: str, message: str, **properties: str) -> str:
-    """`::command key=value,key=value::message`, as the toolkit's `issueCommand` writes it (empty values left out).
-
-    Values are stripped: the runner trims the property list, so a title's outer blanks would not survive anyway.
-    """
+    """`::command key=value,key=value::message`, as the toolkit's `issueCommand` writes it (empty values left out;
+    values stripped: the runner trims the property list anyway)."""
     values = {key: value.strip() for key, value in properties.items()}
     props = ",".join(f"{key}={escape_property(value)}" for key, value in values.items() if value)
     return f"::{command}{' ' + props if props else ''}::{escape_data(message)}"
 
 
+def fix_lines(remedies: tuple[Remedy, ...]) -> list[str]:
+    return [line for r in remedies for line in (f"Fix: {r.text}", *(f"    {c}" for c in remedy_lines(r)))]
+
+
 def finding_body(f: Finding, limit: int = _DETAIL_CHARS) -> str:
     """The detail and every fix with its commands, as plain text (also the JUnit failure text)."""
     detail = f.detail if len(f.detail) <= limit else f.detail[:limit] + " … (cut; --format json has it all)"
-    lines = [detail] if detail else []
-    for remedy in f.remedies:
-        lines.append(f"Fix: {remedy.text}")
-        lines.extend(f"    {command}" for command in remedy_lines(remedy))
-    return "\n".join(lines)
+    return "\n".join(([detail] if detail else []) + fix_lines(f.remedies))
 
 
 def annotation_kind(f: Finding, strict: bool) -> str | None:
     if f.severity is Severity.FAIL or f.id.startswith("internal.") or (strict and f.severity is Severity.WARN):
         return "error"
-    if f.severity is Severity.WARN:
-        return "warning"
-    if f.severity is Severity.INFO:
-        return "notice"
-    return None
+    return {Severity.WARN: "warning", Severity.INFO: "notice"}.get(f.severity)
 
 
 def guarded(lines: list[str]) -> list[str]:
@@ -68,6 +57,17 @@ def guarded(lines: list[str]) -> list[str]:
         return []
     token = "fa-doctor-" + hashlib.sha256("\n".join(lines).encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return [f"::stop-commands::{token}", *lines, f"::{token}::"]
+
+
+def _document(out: list[str], group: str, log: list[str], notes: list[tuple[str, str, str]], summary: str) -> str:
+    """`out`, the log in a collapsed group, an annotation per (kind, message, title), then the summary line."""
+    if log:
+        out += [workflow_command("group", group), *guarded(log), "::endgroup::"]
+    out += [workflow_command(kind, message, title=title) for kind, message, title in notes]
+    over = sorted(kind for kind, n in Counter(kind for kind, _, _ in notes).items() if n > ANNOTATIONS_PER_KIND)
+    if over:
+        summary += f"; GitHub shows {ANNOTATIONS_PER_KIND} {'/'.join(over)} annotations per step: all are above"
+    return "\n".join([*out, summary]) + "\n"
 
 
 class GithubRenderer(Renderer):
@@ -80,22 +80,38 @@ class GithubRenderer(Renderer):
             return f"{failed}\n{head}: FAIL — fa-doctor could not run (exit {result.exit_code})\n"
         payload = result.check
         target = payload.target
-        out: list[str] = []
         log = [selection_line(payload), gpu_line(payload)] if target is not None else []
         quiet = [f for f in result.findings if annotation_kind(f, result.strict) is None]
-        log += [f"{_MARK[f.severity]} {f.title}  [{f.id}]" + (f" — {f.detail}" if f.detail else "") for f in quiet]
-        if log:
-            where = f" · {target.executable} (Python {'.'.join(map(str, target.version))})" if target else ""
-            out += [workflow_command("group", head + where), *guarded(log), "::endgroup::"]
-        shown: dict[str, int] = {}
-        for f in sorted(result.findings, key=lambda f: -f.severity.rank):
-            kind = annotation_kind(f, result.strict)
-            if kind is None:
-                continue
-            shown[kind] = shown.get(kind, 0) + 1
-            out.append(workflow_command(kind, finding_body(f), title=f"{f.title} [{f.id}]"))
-        summary = f"{head}: {result.status.upper()} — {summary_text(result)} (exit {result.exit_code})"
-        over = sorted(kind for kind, n in shown.items() if n > ANNOTATIONS_PER_KIND)
-        if over:
-            summary += f"; GitHub shows {ANNOTATIONS_PER_KIND} {'/'.join(over)} annotations per step: all are above"
-        return "\n".join([*out, summary]) + "\n"
+        log += [f"{_MARK[f.severity][0]} {f.title}  [{f.id}]" + (f" — {f.detail}" if f.detail else "") for f in quiet]
+        where = f" · {target.executable} (Python {'.'.join(map(str, target.version))})" if target else ""
+        notes = [
+            (kind, finding_body(f), f"{f.title} [{f.id}]")
+            for f in sorted(result.findings, key=lambda f: -f.severity.rank)
+            if (kind := annotation_kind(f, result.strict))
+        ]
+        return _document([], head + where, log, notes, f"{head}: {verdict(result, summary_text(result))}")
+
+    def fleet(self, result: Result, payload: FleetPayload) -> str:
+        title = payload.head(result.command)
+        out = [workflow_command("error", result.error, title=f"{title} could not merge")] if result.error else []
+        log = [f"{g.fingerprint}: {len(g.nodes)} node(s), {g.status} — {g.install.line()}" for g in payload.groups]
+        loud = "error" if result.strict else "warning"
+        notes = []
+        for f in payload.findings:
+            kind = "error" if result.strict and f.severity is Severity.WARN else _FLEET_KIND.get(f.severity)
+            if kind:
+                body = f"on {len(f.nodes)} node(s) ({f.scope}): {payload.node_names(f.nodes)}"
+                notes.append((kind, "\n".join([body, *fix_lines(f.remedies)]), f"{f.title} [{f.id}]"))
+        notes += [(loud, "; ".join(o.why), f"outlier {o.node} (group {o.group})") for o in payload.outliers]
+        lists = payload.others()
+        notes += [("error", why, f"no report from {node}") for node, why in lists["unreachable"][0]]
+        rows, more = lists["refused"]
+        notes += [(loud, why, f"report not merged: {source}") for source, why in rows]
+        if more:
+            notes.append((loud, "counted, not listed: merge lists the first few", f"{more} more reports not merged"))
+        rows, more = lists["duplicates"]
+        notes += [(loud, why, f"node reported more than once: {node}") for node, why in rows]
+        if more:
+            notes.append((loud, "counted, not listed", f"{more} more nodes reported more than once"))
+        summary = f"{title}: {verdict(result, payload.summary())}"
+        return _document(out, f"{title}: {len(payload.groups)} group(s)", log, notes, summary)

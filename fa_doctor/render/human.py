@@ -4,9 +4,11 @@ key/value lists and tables, then the packages, the smoke cases and the timings."
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import CheckPayload, ExplainPayload, FixPayload, Result
 from fa_doctor.render.base import Renderer
@@ -19,6 +21,28 @@ _MARK = {
     Severity.FAIL: ("✗", "red"),
 }
 _STATUS_STYLE = {"ok": "bold green", "warn": "bold yellow", "fail": "bold red"}
+# markup off: library strings such as "[sm80, sm121]" or "flash-attn[cu13]" print as they are.
+_PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "emoji": False, "soft_wrap": True}
+# A backquoted span (a command inside prose) or a run of non-blanks: the units a line break may fall between.
+_UNIT = re.compile(r"[^\s`]*`[^`\n]*`\S*|\S+")
+
+
+def wrap(text: str, width: int, indent: int = 0) -> list[str]:
+    """Lines of at most `width` columns where the units allow it: a word is never split (paths, URLs, versions stay
+    whole) and a `backquoted command` is one unit, moved to the next line whole (a longer unit gets its own line)."""
+    pad = " " * indent
+    room = max(1, width - indent)
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        current = ""
+        for unit in _UNIT.findall(paragraph):
+            if current and len(current) + 1 + len(unit) > room:
+                lines.append(pad + current)
+                current = unit
+            else:
+                current = f"{current} {unit}" if current else unit
+        lines.append(pad + current)
+    return lines
 
 
 def scalar(value: Any) -> str:
@@ -41,14 +65,13 @@ def selection_line(payload: CheckPayload) -> str:
     if sel is None:
         return "Selected: unknown (the selection check did not run)"
 
-    def one(version: int | None, backend: str | None, impl: str | None, problems: Sequence[str]) -> str:
-        if version is None:
-            return f"{backend or 'nothing'} (not FA)"
-        return f"FA{version} [{impl}]" + (" — cannot run" if problems else "")
+    def one(p: Any) -> str:  # a PhaseChoice
+        if p.version is None:
+            return f"{p.backend or 'nothing'} (not FA)"
+        return f"FA{p.version} [{p.implementation}]" + (" — cannot run" if p.problems else "")
 
     pre, dec = sel.prefill, sel.decode
-    a = one(pre.version, pre.backend, pre.implementation, pre.problems)
-    b = one(dec.version, dec.backend, dec.implementation, dec.problems)
+    a, b = one(pre), one(dec)
     if a == b:
         return f"Selected: {a} for prefill and decode ({pre.source})"
     return f"Selected: prefill {a} ({pre.source}), decode {b} ({dec.source})"
@@ -91,26 +114,27 @@ def summary_text(result: Result) -> str:
     return f"{c[Severity.FAIL]} failing, {c[Severity.WARN]} warning(s), {c[Severity.OK]} ok, {c[Severity.INFO]} info"
 
 
+def verdict(result: Result, summary: str) -> str:
+    return f"{result.status.upper()} — {summary} (exit {result.exit_code})"
+
+
 class HumanRenderer(Renderer):
     name = "human"
 
     def format(self, result: Result) -> str:
+        return self._printed(self._report, result)
+
+    def fleet(self, result: Result, payload: FleetPayload) -> str:
+        return self._printed(self._fleet, result, payload)
+
+    def _printed(self, report: Callable[..., None], *args: Any) -> str:
         from rich.console import Console
 
         buffer = io.StringIO()
-        # markup=False: library strings such as "[sm80, sm121]" or "flash-attn[cu13]" print as they are.
-        self.console = Console(
-            file=buffer,
-            markup=False,
-            highlight=False,
-            emoji=False,
-            force_terminal=self.color,
-            no_color=not self.color,
-            color_system="standard" if self.color else None,
-            width=self.width,
-            soft_wrap=True,
-        )
-        self._report(result)
+        colors: dict[str, Any] = {"force_terminal": self.color, "no_color": not self.color}
+        colors["color_system"] = "standard" if self.color else None
+        self.console = Console(file=buffer, width=self.width, **colors, **_PLAIN)
+        report(*args)
         # Table cells are padded to their column's width: no line ends in blanks a copy would carry along.
         return "\n".join(line.rstrip(" ") for line in buffer.getvalue().split("\n"))
 
@@ -122,13 +146,15 @@ class HumanRenderer(Renderer):
             Text(pad + text.replace("\n", "\n" + pad), style=style or ""), no_wrap=True, overflow="ignore", crop=False
         )
 
+    def heading(self, title: str, style: str = "bold") -> None:
+        self.line("")
+        self.line(title, style)
+
     def prose(self, text: str, style: str | None = None, indent: int = 0) -> None:
         """Sentences, wrapped to the terminal (never inside a word or a `command`); one line in a log."""
         if not self.wrap:
             self.line(text, style, indent)
             return
-        from fa_doctor.render.wrap import wrap
-
         for part in wrap(text, self.width, indent):
             self.line(part, style)
 
@@ -144,13 +170,11 @@ class HumanRenderer(Renderer):
             found = len(result.payload.matches)
             self.line(f"{found} explanation(s), best first" if found else "No known failure matches", "bold")
         else:
-            status = f"Status: {result.status.upper()} — {summary_text(result)} (exit {result.exit_code})"
-            self.prose(status, _STATUS_STYLE.get(result.status))
+            self.prose(f"Status: {verdict(result, summary_text(result))}", _STATUS_STYLE.get(result.status))
         if target is not None:
             self.prose(selection_line(payload))
             self.prose(gpu_line(payload))
-            reused = verdict_line(payload)
-            if reused:
+            if reused := verdict_line(payload):
                 self.prose(reused)
         self.line("")
         order = sorted(result.findings, key=lambda f: -f.severity.rank)
@@ -179,6 +203,8 @@ class HumanRenderer(Renderer):
             apply = fix_command(remedy, f.id)
             if apply:
                 self.line(f"(fa-doctor can do it: {apply})", "dim", indent=8)
+            elif remedy.refused:  # the planner's reason: `fix --apply` would refuse it here (issue #26)
+                self.prose(f"(fa-doctor will not do it here: {remedy.refused}; run it by hand)", "dim", indent=8)
         if self.verbose and f.evidence:
             self.evidence(f.evidence, indent=4, already=f.detail)
 
@@ -222,17 +248,15 @@ class HumanRenderer(Renderer):
                 self.line(f"{number}. {step.description}  [{step.finding}]", indent=2)
                 self.line(step.command, "cyan", indent=5)
         elif payload.mode == "apply":
-            self.line("")
-            self.line(
-                "Now fixed: " + (", ".join(payload.fixed) or "nothing"), "bold green" if payload.fixed else "bold"
-            )
+            fixed = ", ".join(payload.fixed) or "nothing"
+            self.heading(f"Now fixed: {fixed}", "bold green" if payload.fixed else "bold")
             if payload.remaining:
                 self.line("Still failing or warning: " + ", ".join(payload.remaining), "bold yellow")
 
     def _details(self, result: Result) -> None:
         payload = result.check
         if payload.packages:
-            self.line("")
+            self.heading("Packages:")
             rows = [
                 {
                     "distribution": p.dist.name,
@@ -242,25 +266,82 @@ class HumanRenderer(Renderer):
                 }
                 for p in payload.packages
             ]
-            self.line("Packages:", "bold")
             self.table(rows, 2)
         cases = [
-            {
-                "GPU": s.device.index,
-                "implementation": s.result.key,
-                "case": c.name,
-                "max abs err": c.max_abs_err,
-                "tolerance": c.tolerance,
-                "passed": c.passed,
-                "seconds": c.seconds,
-            }
+            {"GPU": s.device.index, "implementation": s.result.key, "case": c.name, "max abs err": c.max_abs_err}
+            | {"tolerance": c.tolerance, "passed": c.passed, "seconds": c.seconds}
             for s in (payload.smoke.results if payload.smoke else ())
             for c in s.result.cases
         ]
         if cases:
-            self.line("")
-            self.line("Smoke cases:", "bold")
+            self.heading("Smoke cases:")
             self.table(cases, 2)
         if result.timings:
-            self.line("")
-            self.line("Timings: " + ", ".join(f"{k} {_duration(v)}" for k, v in result.timings.items()), "dim")
+            self.heading("Timings: " + ", ".join(f"{k} {_duration(v)}" for k, v in result.timings.items()), "dim")
+
+    def _fleet(self, result: Result, payload: FleetPayload) -> None:
+        """The verdict, a row per install group, each finding once with its nodes and fixes, the outliers and what
+        could not be merged; `-v` lists every node."""
+        self.line(payload.head(result.command), "bold")
+        if result.error:
+            self.line(f"fa-doctor: {result.error}", "bold red")
+        else:
+            self.line(f"Status: {verdict(result, payload.summary())}", _STATUS_STYLE.get(result.status))
+        if payload.groups:
+            self.heading("Groups (nodes with the same install fingerprint):")
+            rows = []
+            for g in payload.groups:
+                loud = [f"{f.id} ×{f.nodes}" for f in g.findings if f.severity in (Severity.FAIL, Severity.WARN)]
+                found = ", ".join(loud[:3]) + (f" (+{len(loud) - 3})" if len(loud) > 3 else "") or "—"
+                counts = {s: g.counts.get(s, 0) for s in ("ok", "warn", "fail")}
+                row = {"group": g.fingerprint, "nodes": len(g.nodes), "status": g.status}
+                rows.append(row | counts | {"failing or warning findings": found})
+            self.table(rows, 2)
+            for g in payload.groups:
+                self.line(f"{g.fingerprint}: {g.install.line()}", "dim", indent=2)
+                if self.verbose:
+                    self.line("nodes: " + payload.node_names(g.nodes, None), "dim", indent=4)
+        limit = None if self.verbose else 10
+        if payload.findings:
+            self.heading("Findings (each once, with the nodes that have it):")
+        for f in payload.findings:
+            mark, style = _MARK[f.severity]
+            self.line(f"{mark} {f.title}  [{f.id}]", style)
+            where = "every node of its group" if f.scope == "install" else "some nodes of its group"
+            self.line(f"on {len(f.nodes)} node(s), {where}: {payload.node_names(f.nodes, limit)}", indent=4)
+            for remedy in f.remedies:
+                self.line("fix: " + remedy.text, "bold", indent=4)
+                for command in remedy.commands:
+                    self.line(command, "cyan", indent=8)
+            if f.variants > len(f.remedies):
+                self.line(f"({f.variants - len(f.remedies)} more remedy variant(s): --format json has them)", "dim", 4)
+        if payload.outliers:
+            self.heading("Outliers (install as their group's, result not):", "bold yellow")
+            for o in payload.outliers[:limit]:
+                self.line(f"{o.node} (group {o.group}): " + "; ".join(o.why), indent=2)
+            if limit is not None and len(payload.outliers) > limit:
+                self.line(f"... {len(payload.outliers) - limit} more (-v lists them)", "dim", indent=2)
+        lists = payload.others()
+        for key, title in (
+            ("refused", "Refused reports (not merged):"),
+            ("unreachable", "Unreachable nodes (no report):"),
+            ("duplicates", "Nodes reported more than once (the newest report of each is merged):"),
+        ):
+            items, more = lists[key]
+            if items:
+                self.heading(title, "bold yellow")
+                for where, why in items[:limit]:
+                    self.line(f"{where}: {why}", indent=2)
+                hidden = 0 if limit is None else max(0, len(items) - limit)
+                notes = [f"-v lists {hidden} of them"] if hidden else []
+                notes += [f"merge lists the first {len(items)} and counts the rest"] if more else []
+                if hidden or more:
+                    self.line(f"... {hidden + more} more ({'; '.join(notes)})", "dim", indent=2)
+        if self.verbose and payload.nodes:
+            self.heading("Nodes:")
+            rows = [
+                {"node": n.name, "group": payload.groups[n.group].fingerprint, "status": n.status.value, "GPUs": n.gpus}
+                | {"findings": ", ".join(fid for fid, _ in n.findings) or n.error, "source": n.source}
+                for n in payload.nodes
+            ]
+            self.table(rows, 2)

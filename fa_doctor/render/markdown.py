@@ -1,15 +1,13 @@
-"""A job-summary page (GitHub's `$GITHUB_STEP_SUMMARY`, a GitLab or Buildkite annotation, a pasted issue).
-
-Status headline with the counts, the selection and GPU lines, a table of what fails or warns, each fix's
-commands in a fenced block, and the passing and informational findings folded in `<details>`. Text from the
-target is Markdown-escaped: in prose and table cells no character can open a link, emphasis, HTML or a code
-span or end a table cell; a fence is longer than any backtick run inside it.
-"""
+"""A job-summary page (GitHub's `$GITHUB_STEP_SUMMARY`, a GitLab or Buildkite annotation, a pasted issue): the
+verdict, tables of what fails or warns, each fix in a fenced block, the rest folded. Text from the target is
+Markdown-escaped: it cannot open a link, emphasis, HTML or a code span, end a table cell or close a fence."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from fa_doctor.fleet.model import FleetFinding, FleetPayload
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
@@ -45,7 +43,7 @@ def code(text: str, *, table: bool = False) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def fenced(lines: tuple[str, ...] | list[str], info: str = "sh") -> str:
+def fenced(lines: Sequence[str], info: str = "sh") -> str:
     """A fenced block no line inside can close: the fence is longer than any backtick run in it."""
     body = "\n".join(lines)
     longest = max((len(run) for run in re.findall("`+", body)), default=0)
@@ -53,13 +51,26 @@ def fenced(lines: tuple[str, ...] | list[str], info: str = "sh") -> str:
     return f"{fence}{info}\n{body}\n{fence}"
 
 
-def _row(f: Finding) -> str:
-    detail = f.detail if len(f.detail) <= _DETAIL_CHARS else f.detail[:_DETAIL_CHARS] + " …"
-    return f"| {_SEVERITY[f.severity]} | {inline(f.title)} | {code(f.id, table=True)} | {inline(detail)} |"
+def _table(header: str, rows: list[list[str]]) -> list[str]:
+    """`header` names the columns (`a | b`); each row a list of cells, already escaped."""
+    return [f"| {header} |", "|---" * (header.count("|") + 1) + "|", *("| " + " | ".join(row) + " |" for row in rows)]
 
 
-def _table(findings: list[Finding]) -> list[str]:
-    return ["| severity | finding | id | detail |", "|---|---|---|---|", *(_row(f) for f in findings)]
+def _findings(findings: list[Finding]) -> list[str]:
+    rows = []
+    for f in findings:
+        detail = f.detail if len(f.detail) <= _DETAIL_CHARS else f.detail[:_DETAIL_CHARS] + " …"
+        rows.append([_SEVERITY[f.severity], inline(f.title), code(f.id, table=True), inline(detail)])
+    return _table("severity | finding | id | detail", rows)
+
+
+def _fixes(loud: Sequence[Finding | FleetFinding]) -> list[str]:
+    out = ["", "### Fixes"] if any(f.remedies for f in loud) else []
+    for f in loud:
+        for remedy in f.remedies:
+            out += ["", f"**{inline(f.title)}** ({code(f.id)}): {inline(remedy.text)}"]
+            out += ["", fenced(remedy_lines(remedy))] if remedy_lines(remedy) else []
+    return out
 
 
 class MarkdownRenderer(Renderer):
@@ -71,9 +82,8 @@ class MarkdownRenderer(Renderer):
             return f"## ❌ {head}: could not run\n\n{inline(result.error)}\n\nExit code {result.exit_code}.\n"
         status = result.status
         out = [f"## {_ICON[status]} {head}: {status.upper()}", ""]
-        out.append(
-            f"**{summary_text(result)}** · exit code {result.exit_code}" + (" · strict" if result.strict else "")
-        )
+        strict = " · strict" if result.strict else ""
+        out.append(f"**{summary_text(result)}** · exit code {result.exit_code}{strict}")
         payload = result.check
         target = payload.target
         if target is not None:
@@ -84,17 +94,57 @@ class MarkdownRenderer(Renderer):
         loud = [f for f in order if f.severity in (Severity.FAIL, Severity.WARN)]
         quiet = [f for f in order if f not in loud]
         if loud:
-            out += ["", "### Failing and warning findings", "", *_table(loud)]
-        fixes = [(f, r) for f in loud for r in f.remedies]
-        if fixes:
-            out += ["", "### Fixes"]
-            for f, remedy in fixes:
-                out += ["", f"**{inline(f.title)}** ({code(f.id)}): {inline(remedy.text)}"]
-                if remedy_lines(remedy):
-                    out += ["", fenced(remedy_lines(remedy))]
+            out += ["", "### Failing and warning findings", "", *_findings(loud)]
+        out += _fixes(loud)
         if quiet:
             noun = "finding" if len(quiet) == 1 else "findings"
             out += ["", f"<details><summary>{len(quiet)} passing or informational {noun}</summary>", ""]
-            out += [*_table(quiet), "", "</details>"]
+            out += [*_findings(quiet), "", "</details>"]
         # A blank line last: what is appended after it (the step summary file is shared) cannot join the table.
+        return "\n".join(out) + "\n\n"
+
+    def fleet(self, result: Result, payload: FleetPayload) -> str:
+        status = result.status
+        out = [f"## {_ICON[status]} {payload.head(result.command)}: {status.upper()}", ""]
+        if result.error:
+            out += [inline(result.error), ""]
+        out.append(f"**{inline(payload.summary())}** · exit code {result.exit_code}")
+        if payload.groups:
+            rows = []
+            for g in payload.groups:
+                found = [f"{code(f.id, table=True)} ×{f.nodes}" for f in g.findings if f.severity is not Severity.INFO]
+                counts = f"{g.counts.get('ok', 0)} / {g.counts.get('warn', 0)} / {g.counts.get('fail', 0)}"
+                cells = [code(g.fingerprint, table=True), str(len(g.nodes)), g.status, counts]
+                rows.append([*cells, inline(g.install.line()), ", ".join(found) or "—"])
+            out += [
+                "",
+                "### Groups",
+                "",
+                *_table("group | nodes | status | ok / warn / fail | install | findings", rows),
+            ]
+        loud = [f for f in payload.findings if f.severity in (Severity.FAIL, Severity.WARN)]
+        if loud:
+            rows = []
+            for f in loud:
+                nodes = f"{len(f.nodes)}: {inline(payload.node_names(f.nodes))}"
+                rows.append([_SEVERITY[f.severity], inline(f.title), code(f.id, table=True), f.scope, nodes])
+            out += [
+                "",
+                "### Failing and warning findings",
+                "",
+                *_table("severity | finding | id | scope | nodes", rows),
+            ]
+        out += _fixes(loud)
+        lists = payload.others()
+        outliers = [(o.node, f"group {o.group}: " + "; ".join(o.why)) for o in payload.outliers]
+        for title, column, (items, more) in (
+            ("Outliers", "node", (outliers, 0)),
+            ("Refused reports", "source", lists["refused"]),
+            ("Unreachable nodes", "node", lists["unreachable"]),
+            ("Nodes reported more than once", "node", lists["duplicates"]),
+        ):
+            if items:
+                out += ["", f"### {title}", "", *_table(f"{column} | why", [[inline(w), inline(y)] for w, y in items])]
+                if more:
+                    out.append(f"| … {more} more | counted, not listed |")
         return "\n".join(out) + "\n\n"

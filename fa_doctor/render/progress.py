@@ -53,18 +53,13 @@ def progress_to_stderr(color: bool = True, quiet: bool = False) -> Iterator[Call
         return
     from rich.console import Console
 
-    console = Console(stderr=True, markup=False, highlight=False, no_color=not color)
-    status = console.status("")
-    started = [False]
+    status = Console(stderr=True, markup=False, highlight=False, no_color=not color).status("")
 
     def update(message: str) -> None:
-        if not started[0]:
-            status.start()
-            started[0] = True
+        status.start()  # once (rich ignores a second start): no spinner until there is something to say
         status.update(message)
 
     try:
         yield update
     finally:
-        if started[0]:
-            status.stop()
+        status.stop()  # a status never started is left alone

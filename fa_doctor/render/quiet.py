@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fa_doctor.model.finding import Severity
 from fa_doctor.model.result import Result
-from fa_doctor.render.human import _STATUS_STYLE, HumanRenderer, summary_text
+from fa_doctor.render.human import _STATUS_STYLE, HumanRenderer, summary_text, verdict
 
 
 class QuietRenderer(HumanRenderer):
@@ -15,10 +15,8 @@ class QuietRenderer(HumanRenderer):
         if result.error:
             self.line(f"fa-doctor {result.command}: {result.error}", "bold red")
             return
-        verdict = (
-            f"fa-doctor {result.command}: {result.status.upper()} — {summary_text(result)} (exit {result.exit_code})"
-        )
-        self.prose(verdict, _STATUS_STYLE.get(result.status))
+        text = f"fa-doctor {result.command}: {verdict(result, summary_text(result))}"
+        self.prose(text, _STATUS_STYLE.get(result.status))
         failing = {Severity.FAIL, Severity.WARN} if result.strict else {Severity.FAIL}
         for f in result.findings:
             if f.severity in failing:

@@ -1,8 +1,5 @@
-"""Make reports safe to paste: the home folder becomes ~, secret-looking values and URL credentials are hidden.
-
-Remedy commands are not scrubbed (see render/boundary.py): a command keeps absolute paths, because `~` inside
-quotes is never expanded by a shell.
-"""
+"""Make reports safe to paste: the home folder becomes ~, secret-looking values and URL credentials are hidden
+(a remedy's commands are not scrubbed: render/boundary.py)."""
 
 from __future__ import annotations
 
@@ -31,16 +28,11 @@ _PS_SET = re.compile(
 )
 
 
-def _home() -> str | None:
-    home = os.path.expanduser("~").rstrip("/")
-    return home if home not in ("", "~") else None
-
-
 def scrub_text(text: str) -> str:
     if "@" in text:
         text = _URL_CREDENTIALS.sub(r"\g<scheme>***@", text)
-    home = _home()
-    if home and home in text:  # the substring test first: most strings hold no path (a fleet has ~10^6)
+    home = os.path.expanduser("~").rstrip("/")
+    if home not in ("", "~") and home in text:  # a substring test first: most strings hold no path (a fleet: ~10^6)
         # Only where the home folder starts a path (`/adv/x`, `'/adv/x'`, `=/adv`), not inside one (`/tmp/adv/x`).
         text = re.sub(rf"(?<!{_PATH_CHAR})(?<!/){re.escape(home)}(?=/|$|[^\w.~+-])", "~", text)
     return text

@@ -1,10 +1,5 @@
-"""Shell text: the one place an action becomes a line to paste, quoted for the shell it is pasted into.
-
-Remedies carry typed actions (fa_doctor.model.actions); every renderer, `fix --unset-override` and `fix --apply`'s
-report ask here for the line, so one function quotes everything. Also the code `fix --unset-override` prints for
-the calling shell to evaluate (`eval "$(fa-doctor fix --unset-override)"`, `| source` in fish, `| Out-String |
-Invoke-Expression` in PowerShell).
-"""
+"""Shell text: the one place an action becomes a line to paste, quoted for the shell it is pasted into (every
+renderer, `fix --apply`'s report), and the code `fix --unset-override` prints for the calling shell to evaluate."""
 
 from __future__ import annotations
 
@@ -75,10 +70,8 @@ def render(action: Action, shell: Shell | str = Shell.BASH) -> str:
         return _render_pip(action, shell)
     if isinstance(action, BuildFromClone):
         return _render_build(action, shell)
-    if isinstance(action, MovePath):
-        if shell is Shell.POWERSHELL:
-            return f"Move-Item -LiteralPath {quote(action.path, shell)} -Destination {quote(action.backup, shell)}"
-        return _join(action.argv, shell)
+    if isinstance(action, MovePath) and shell is Shell.POWERSHELL:
+        return f"Move-Item -LiteralPath {quote(action.path, shell)} -Destination {quote(action.backup, shell)}"
     return _join(action.argv, shell)
 
 
@@ -115,30 +108,18 @@ def _render_build(action: BuildFromClone, shell: Shell) -> str:
     )
 
 
-def render_all(actions: tuple[Action, ...], shell: Shell | str = Shell.BASH) -> tuple[str, ...]:
-    return tuple(render(a, shell) for a in actions)
-
-
 def describe(action: Action) -> str:
     """One plain sentence for `fix --plan` (values shown with repr, so odd characters stay visible)."""
     if isinstance(action, SetEnv):
         return f"Set {action.name} to {action.value!r} in this shell"
     if isinstance(action, UnsetEnv):
         return f"Unset {action.name} in this shell"
-    if isinstance(action, PipInstall):
-        text = f"Install {', '.join(map(repr, action.requirements))} into {action.python!r}"
-        if action.options:
-            text += f" with {' '.join(action.options)}"
-        if action.constraints:
-            text += f", keeping {', '.join(map(repr, action.constraints))}"
-        if action.env:
-            text += f" ({', '.join(f'{k}={v!r}' for k, v in action.env)})"
-        return text
-    if isinstance(action, BuildFromClone):
-        text = (
-            f"Clone {action.repo!r} into a fresh temporary folder (mktemp -d) and install its {action.subdir + '/'!r} "
-            f"folder into {action.python!r}"
-        )
+    if isinstance(action, (PipInstall, BuildFromClone)):
+        if isinstance(action, PipInstall):
+            text = f"Install {', '.join(map(repr, action.requirements))} into {action.python!r}"
+        else:
+            text = f"Clone {action.repo!r} into a fresh temporary folder (mktemp -d) and install its "
+            text += f"{action.subdir + '/'!r} folder into {action.python!r}"
         if action.options:
             text += f" with {' '.join(action.options)}"
         if action.constraints:
@@ -161,7 +142,7 @@ def describe(action: Action) -> str:
 
 def remedy_lines(remedy: Remedy, shell: str = "bash") -> tuple[str, ...]:
     """Every line to paste, for `shell`: the text commands, then each action rendered and quoted."""
-    return tuple(remedy.commands) + render_all(remedy.actions, shell)
+    return tuple(remedy.commands) + tuple(render(a, shell) for a in remedy.actions)
 
 
 def fix_command(remedy: Remedy, finding_id: str) -> str | None:
@@ -186,12 +167,8 @@ def fix_command(remedy: Remedy, finding_id: str) -> str | None:
 
 
 def remedy_dict(remedy: Remedy, finding_id: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "text": remedy.text,
-        "commands": list(remedy_lines(remedy)),
-        "actions": [to_dict(a) for a in remedy.actions],
-        "replaces_torch": remedy.replaces_torch,
-    }
+    out: dict[str, Any] = {"text": remedy.text, "commands": list(remedy_lines(remedy))}
+    out |= {"actions": [to_dict(a) for a in remedy.actions], "replaces_torch": remedy.replaces_torch}
     if finding_id is not None:
         out["fix"] = fix_command(remedy, finding_id)
         if remedy.refused:
@@ -200,32 +177,23 @@ def remedy_dict(remedy: Remedy, finding_id: str | None = None) -> dict[str, Any]
 
 
 def finding_dict(finding: Finding) -> dict[str, Any]:
-    return {
-        "id": finding.id,
-        "severity": finding.severity.value,
-        "title": finding.title,
-        "detail": finding.detail,
+    out = {"id": finding.id, "severity": finding.severity.value, "title": finding.title, "detail": finding.detail}
+    return out | {
         "evidence": dict(finding.evidence),
         "remedies": [remedy_dict(r, finding.id) for r in finding.remedies],
     }
 
 
 # ---- fix --unset-override -----------------------------------------------------------------------------------
-EVAL = {
-    "bash": 'eval "$(fa-doctor fix --unset-override{args})"',
-    "zsh": 'eval "$(fa-doctor fix --unset-override{args})"',
-    "sh": 'eval "$(fa-doctor fix --unset-override{args})"',
+_EVAL = {  # any other shell: sh's
     "fish": "fa-doctor fix --unset-override{args} | source",
     "powershell": "fa-doctor fix --unset-override{args} | Out-String | Invoke-Expression",
 }
 
 
 def override_code(shell: str, set_value: int | None) -> str:
-    """Code (ending in a newline) that unsets the override, or sets it to `set_value` (2, 3 or 4).
-
-    Raises ValueError for an unknown shell or a value other than the ints 2, 3, 4 (a bool or "3" is refused:
-    the value must never carry text of the caller's into shell code).
-    """
+    """Code (ending in a newline) that unsets the override, or sets it to `set_value`. ValueError for an unknown
+    shell or a value other than the ints 2, 3, 4 (not a bool, not "3": no text of the caller's reaches shell code)."""
     if shell not in SHELLS:
         raise ValueError(f"unknown shell {shell!r}: expected one of {', '.join(SHELLS)}")
     if set_value is None:
@@ -240,7 +208,7 @@ def override_code(shell: str, set_value: int | None) -> str:
 def eval_hint(shell: str, set_value: int | None = None) -> str:
     """How to run override_code's output in `shell` (for messages on stderr and the docs)."""
     args = f" --set {set_value}" if set_value is not None else ""
-    return EVAL[shell if shell in EVAL else "sh"].format(args=args)
+    return _EVAL.get(shell, 'eval "$(fa-doctor fix --unset-override{args})"').format(args=args)
 
 
 # Anything a shell, fish or PowerShell might take for the end of a line, and other controls: shown as escapes.
