@@ -176,3 +176,19 @@ def test_help_states_the_exit_codes(cli: Any, args: list[str]) -> None:
 def test_exec_help_states_its_own_exit_codes(cli: Any) -> None:
     text = " ".join(cli("exec", "--help").stdout.split())
     assert "126 COMMAND is not executable" in text and "127 COMMAND not found" in text
+
+
+def test_merge_quiet_is_the_verdict_and_what_fails(tmp_path: Path) -> None:
+    """`merge -q` was the whole fleet report (issue 26): now the verdict line and each failing finding."""
+    from clirun import invoke
+    from fleet_samples import REQUIREMENT, report, write
+
+    folder = write(tmp_path / "r", {"a": report("gpu-a", findings=(REQUIREMENT,)), "b": report("gpu-b")})
+    full = invoke(["merge", str(folder)])
+    quiet = invoke(["merge", "-q", str(folder)])
+    assert quiet.exit_code == full.exit_code == 1
+    lines = quiet.stdout.splitlines()
+    assert lines[0].startswith("fa-doctor merge: FAIL") and "Groups" in full.stdout and "Groups" not in quiet.stdout
+    assert f"[{REQUIREMENT['id']}]" in quiet.stdout and len(lines) < len(full.stdout.splitlines())
+    healthy = invoke(["merge", "-q", str(write(tmp_path / "h", {"a": report("gpu-a")}))])
+    assert healthy.exit_code == 0 and len(healthy.stdout.splitlines()) == 1

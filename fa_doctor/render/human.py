@@ -279,6 +279,19 @@ class HumanRenderer(Renderer):
         if result.timings:
             self.heading("Timings: " + ", ".join(f"{k} {_duration(v)}" for k, v in result.timings.items()), "dim")
 
+    def fleet_finding(self, payload: FleetPayload, f: Any, limit: int | None) -> None:
+        """A fleet finding once: its nodes and its fixes."""
+        mark, style = _MARK[f.severity]
+        self.line(f"{mark} {f.title}  [{f.id}]", style)
+        where = "every node of its group" if f.scope == "install" else "some nodes of its group"
+        self.line(f"on {len(f.nodes)} node(s), {where}: {payload.node_names(f.nodes, limit)}", indent=4)
+        for remedy in f.remedies:
+            self.line("fix: " + remedy.text, "bold", indent=4)
+            for command in remedy.commands:
+                self.line(command, "cyan", indent=8)
+        if f.variants > len(f.remedies):
+            self.line(f"({f.variants - len(f.remedies)} more remedy variant(s): --format json has them)", "dim", 4)
+
     def _fleet(self, result: Result, payload: FleetPayload) -> None:
         """The verdict, a row per install group, each finding once with its nodes and fixes, the outliers and what
         could not be merged; `-v` lists every node."""
@@ -305,16 +318,7 @@ class HumanRenderer(Renderer):
         if payload.findings:
             self.heading("Findings (each once, with the nodes that have it):")
         for f in payload.findings:
-            mark, style = _MARK[f.severity]
-            self.line(f"{mark} {f.title}  [{f.id}]", style)
-            where = "every node of its group" if f.scope == "install" else "some nodes of its group"
-            self.line(f"on {len(f.nodes)} node(s), {where}: {payload.node_names(f.nodes, limit)}", indent=4)
-            for remedy in f.remedies:
-                self.line("fix: " + remedy.text, "bold", indent=4)
-                for command in remedy.commands:
-                    self.line(command, "cyan", indent=8)
-            if f.variants > len(f.remedies):
-                self.line(f"({f.variants - len(f.remedies)} more remedy variant(s): --format json has them)", "dim", 4)
+            self.fleet_finding(payload, f, limit)
         if payload.outliers:
             self.heading("Outliers (install as their group's, result not):", "bold yellow")
             for o in payload.outliers[:limit]:
