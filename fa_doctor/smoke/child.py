@@ -1,9 +1,7 @@
 """Standalone smoke-test child: run a few tiny FlashAttention calls and compare them with an fp32 reference.
 
-Run as `python -c <this source> <json config>` in the *target* interpreter, which may not have fa_doctor:
-only the standard library and torch are used. Results go as JSON lines to the pipe fd named in the config,
-so a C library that writes to stdout/stderr cannot corrupt them and every line written before a crash
-survives. The parent (fa_doctor.smoke.runner) owns timeouts and classification.
+Run as `python -c <this source> <json config>` in the target interpreter (standard library and torch only).
+Results go as JSON lines to the pipe fd the config names, which no C library's stdout can corrupt.
 """
 
 from __future__ import annotations
@@ -250,13 +248,8 @@ class Case:
             # The single decode query sees keys [0, cache_seqlen) of its own row.
             parts = [attend(q[b], k[b, :n], v[b, :n], self.scale, self.causal) for b, n in enumerate(self.lens)]
             return torch.stack(parts)
-        parts, start = [], 0
-        for n in self.lens:
-            parts.append(
-                attend(q[start : start + n], k[start : start + n], v[start : start + n], self.scale, self.causal)
-            )
-            start += n
-        return torch.cat(parts)
+        qs, ks, vs = (t.split(self.lens) for t in (q, k, v))
+        return torch.cat([attend(qs[i], ks[i], vs[i], self.scale, self.causal) for i in range(len(self.lens))])
 
     def compare(self, out: Any) -> dict[str, Any]:
         import torch
@@ -293,10 +286,8 @@ def finish_case(channel: Channel, case: Case, result: dict[str, Any]) -> None:
 
 
 def watch_parent(parent: int, every: float = 0.5) -> None:
-    """fa-doctor killed outright (SIGKILL cannot be handled) would leave this child running, holding the GPU:
-    once fa-doctor is gone, end our whole process group. Gone: its pid no longer exists, or we were re-parented
-    (the target "python" may be a wrapper that runs us as its child, so our parent is not always fa-doctor).
-    Sleeping and most kernel waits release the GIL, so this thread runs while the main thread is stuck."""
+    """Once fa-doctor is gone (SIGKILL: its pid no longer exists, or we were re-parented), end our whole process
+    group instead of holding the GPU. Kernel waits release the GIL, so this thread runs while the main one is stuck."""
     first = os.getppid()
 
     def alive() -> bool:
@@ -321,9 +312,7 @@ def watch_parent(parent: int, every: float = 0.5) -> None:
 
 
 def loaded_files(limit: int = 20000) -> list[str]:
-    """Every file the import and the kernels pulled in: module files, extension modules, and the shared objects
-    mapped into this process (/proc/self/maps: CUDA libraries, libtorch, what an LD_PRELOAD added). The verdict
-    cache keys a reused pass on their identity."""
+    """Every file the import and the kernels pulled in: module files and the shared objects in /proc/self/maps."""
     files: dict[str, None] = {}
     for mod in list(sys.modules.values()):
         path = getattr(mod, "__file__", None)

@@ -1,8 +1,5 @@
-"""Findings from one kernel smoke test (fa_doctor.smoke.runner.SmokeResult); see docs/smoke.md for the ids.
-
-Machine-specific reinstall commands come from the caller's `reinstall(key, problem)`; the remedies written here
-are generic but exact, and use the target interpreter's own path so they install into the right place.
-"""
+"""Findings from one kernel smoke test (docs/smoke.md lists the ids). Machine-specific reinstalls come from the
+caller's `reinstall(key, problem)`; the remedies here use the target interpreter's own path."""
 
 from __future__ import annotations
 
@@ -67,7 +64,7 @@ def smoke_findings(result: SmokeResult, *, reinstall: Reinstall) -> list[Finding
         "failed": _failed,
         "crashed": _crashed,
         "timeout": _timeout,
-        "import_failed": _import_failed,
+        "import_failed": _failed,
     }.get(result.status, _crashed)
     return [build(result, reinstall)]
 
@@ -156,32 +153,22 @@ def _mismatch(r: SmokeResult, reinstall: Reinstall) -> Finding:
 
 
 def _failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    """`failed` (the call raised) or `import_failed` (import.failed, no timings)."""
     p = r.error
-    message = p.message if p else "the FA call failed"
-    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ())), _timings(r)]
-    if p is not None and p.evidence.get("stage") == "device":
+    imported = r.status == "import_failed"
+    message = p.message if p else "the import failed" if imported else "the FA call failed"
+    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ()))]
+    if imported:
+        title = f"{r.key}: `import {r.module}` fails" + (f": {p.summary}" if p else "")
+    elif p is not None and p.evidence.get("stage") == "device":
         title = f"{r.key}: no kernel could run: {p.summary}"  # the child's torch sees no GPU
     else:
         title = f"{r.key}: the FA kernel call raised {message.splitlines()[0][:160]}"
     return Finding(
-        id="smoke.failed",
+        id="import.failed" if imported else "smoke.failed",
         severity=Severity.FAIL,
         title=title,
-        detail=Lines(line for line in detail if line),
-        evidence=_evidence(r, **_problem_evidence(p)),
-        remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
-    )
-
-
-def _import_failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
-    p = r.error
-    message = p.message if p else "the import failed"
-    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ()))]
-    return Finding(
-        id="import.failed",
-        severity=Severity.FAIL,
-        title=f"{r.key}: `import {r.module}` fails" + (f": {p.summary}" if p else ""),
-        detail=Lines(line for line in detail if line),
+        detail=Lines(line for line in (*detail, "" if imported else _timings(r)) if line),
         evidence=_evidence(r, **_problem_evidence(p)),
         remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
     )
