@@ -103,21 +103,14 @@ def dist_versions(names: list[str]) -> dict[str, str]:
 # What a compiled FA4 kernel depends on beyond the cache's own key (FA4 hashes its sources and the CuTe DSL
 # version, not the target arch): every FA4/CuTe variable except the cache locations set below.
 _CACHE_PREFIXES = ("CUTE_DSL_", "FLASH_ATTENTION_", "FLASH_ATTN_", "FA_", "CUTLASS_", "SGLANG_CUTE_", "TVM_FFI_")
-_CACHE_OWN = frozenset(
-    {
-        "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED",
-        "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR",
-        "SGLANG_CUTE_AOT_CACHE_DIR",
-        "CUTE_DSL_CACHE_DIR",
-        "CUTE_DSL_DISABLE_FILE_CACHING",
-        "FA_DOCTOR_RUN",
-    }
-)
 _CACHE_DIRS = {
     "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": "flash-attn",  # FA4 and SGLang's older vendored copy
     "SGLANG_CUTE_AOT_CACHE_DIR": "sglang-aot",  # SGLang's vendored FA4 (sglang.kernels.jit.cute_aot_cache)
     "CUTE_DSL_CACHE_DIR": "cute-dsl",  # the CuTe DSL's own file cache
 }
+_CACHE_OWN = frozenset(
+    {*_CACHE_DIRS, "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "CUTE_DSL_DISABLE_FILE_CACHING", "FA_DOCTOR_RUN"}
+)
 
 
 def cache_identity(config: dict[str, Any], torch: Any) -> dict[str, Any]:

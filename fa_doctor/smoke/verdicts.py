@@ -293,9 +293,7 @@ def _case(c: Mapping[str, Any]) -> CaseResult:
     if c["passed"] is not True:
         raise ValueError("a failing case")
     return CaseResult(
-        name=_str(c["name"]),
-        function=_str(c["function"]),
-        dtype=_str(c["dtype"]),
+        **{k: _str(c[k]) for k in ("name", "function", "dtype")},
         head_dim=head_dim,
         causal=c["causal"],
         max_abs_err=_number(c["max_abs_err"], optional=True),
