@@ -174,13 +174,11 @@ class _Reader:
                     self.progress = None
 
     def _message(self, name: object) -> str | None:
-        first = "compiling FA4 kernels (first run)" if self.cute and not self.warm else "running first FA kernel call"
-        messages = {
-            "import": f"importing {self.module}",
-            "first_call": first,
-            "check": "checking against fp32 reference",
-        }
-        return messages.get(name) if isinstance(name, str) else None
+        if name == "first_call":
+            return (
+                "compiling FA4 kernels (first run)" if self.cute and not self.warm else "running first FA kernel call"
+            )
+        return {"import": f"importing {self.module}", "check": "checking against fp32 reference"}.get(str(name))
 
     def result(
         self,

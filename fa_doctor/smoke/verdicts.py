@@ -153,17 +153,16 @@ def forget(fingerprint: str, env: Mapping[str, str] | None = None) -> None:
 
 def latest(env: Mapping[str, str] | None = None, limit: int = _KEEP) -> list[Verdict]:
     """The stored verdicts, newest first (to say which part changed when none matches)."""
-    out: list[tuple[float, Verdict]] = []
+    out: list[Verdict] = []
     try:
         with _folder(cache_dir(env), create=False) as folder:
-            for name, mtime in _entries(folder)[:limit]:
+            for name, _ in _entries(folder)[:limit]:
                 raw = _read(folder, name)
                 verdict = parse(raw, name[: -len(".json")]) if raw is not None else None
-                if verdict is not None:
-                    out.append((mtime, verdict))
+                out += [verdict] if verdict is not None else []
     except (OSError, ValueError):
         return []
-    return [v for _, v in sorted(out, key=lambda mv: -mv[0])]
+    return out
 
 
 def _entries(folder: int) -> list[tuple[str, float]]:
