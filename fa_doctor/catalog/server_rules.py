@@ -110,27 +110,20 @@ class SglangRules:
         switch = str(row.get("fa4_switch") or "")
         pair, _, module = switch.partition(" ")
         var, _, value = pair.partition("=")
-        backends = []
-        for item in str(row.get("backends") or "").split():
-            name, _, number = item.partition("=")
-            if number.isdigit():
-                backends.append((name, int(number)))
+        pairs = [item.partition("=") for item in str(row.get("backends") or "").split()]
         return cls(
             version=version,
             source=source,
             choices=frozenset(row.get("choices") or ()),
             flags=tuple(row.get("flags") or ()),
-            backends=tuple(backends),
+            backends=tuple((name, int(number)) for name, _, number in pairs if number.isdigit()),
             gates=tuple(Gate.parse(g) for g in row.get("gates") or ()),
             refusals=tuple(Refusal.parse(r) for r in row.get("refuse") or ()),
-            fa4=str(row.get("fa4") or ""),
             fa4_switch=(var, value, module) if switch else None,
             reads=frozenset(row.get("reads") or ()),
             default=tuple(DefaultRule.parse(r) for r in row.get("default") or ()),
             fa3_archs=tuple(row.get("fa3_archs") or ()),
-            requires_python=str(row.get("requires_python") or ""),
-            kernel=str(row.get("kernel") or ""),
-            wheel=str(row.get("wheel") or ""),
+            **{k: str(row.get(k) or "") for k in ("fa4", "requires_python", "kernel", "wheel")},
         )
 
     @property

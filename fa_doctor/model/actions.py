@@ -137,16 +137,13 @@ class MovePath:
     root: str
 
     def __post_init__(self) -> None:
-        path = _absolute(self.path, "path")
-        backup = _absolute(self.backup, "backup")
-        root = _absolute(self.root, "root")
+        for name in ("path", "backup", "root"):
+            object.__setattr__(self, name, _absolute(getattr(self, name), name))
+        path, backup, root = self.path, self.backup, self.root
         if posixpath.dirname(path) == path or not _strictly_inside(path, root):
             raise ValueError(f"{path!r} is not inside {root!r}")
         if not _strictly_inside(backup, root) or backup == path:
             raise ValueError(f"backup {backup!r} must be beside the path, inside {root!r}")
-        object.__setattr__(self, "path", path)
-        object.__setattr__(self, "backup", backup)
-        object.__setattr__(self, "root", root)
 
     @property
     def argv(self) -> tuple[str, ...]:

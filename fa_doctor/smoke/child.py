@@ -261,11 +261,11 @@ def run_case(channel: Channel, mod: Any, case: Case, seen: set[str]) -> dict[str
     with watch_warnings() as caught:
         try:
             out, seconds = case.call(mod)
+            result = {"name": case.spec["name"], "seconds": seconds, "error": None, "out": out}
         except Exception as exc:  # the call's failure is the data we report
-            record_warnings(channel, caught, seen)
-            return {"name": case.spec["name"], "error": describe(exc)}
+            result = {"name": case.spec["name"], "error": describe(exc)}
     record_warnings(channel, caught, seen)
-    return {"name": case.spec["name"], "seconds": seconds, "error": None, "out": out}
+    return result
 
 
 def finish_case(channel: Channel, case: Case, result: dict[str, Any]) -> None:
