@@ -26,8 +26,14 @@ _STALE_TMP = 3600.0
 _HEX = frozenset("0123456789abcdef")
 _O_NOFOLLOW_CLOEXEC = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_NOFOLLOW_CLOEXEC
-_STRS = ("key", "module", "api", "stderr_tail", "stdout_tail", "python")
-_OPT_STRS = ("signal", "module_file", "flash_attn_origin", "visible_devices", "cache_dir", "device_name", "last_phase")
+_TYPES: dict[str, Any] = {"str": (str,), "bool": (bool,), "int": (int,), "num": (int, float)}
+# The fields of a stored result and of its cases, each of its kind (`_check`).
+_RESULT = dict.fromkeys(("key", "module", "api", "stderr_tail", "stdout_tail", "python"), "str")
+_RESULT |= dict.fromkeys(("signal", "module_file", "flash_attn_origin", "visible_devices", "cache_dir"), "str?")
+_RESULT |= dict.fromkeys(("device_name", "last_phase"), "str?")
+_RESULT |= {"returncode": "int?", "warnings": "strs", "timeout": "num", "environment": "map"}
+_CASE = dict.fromkeys(("name", "function", "dtype"), "str") | {"head_dim": "int", "causal": "bool", "error": "str?"}
+_CASE |= {"max_abs_err": "num?", "tolerance": "num", "seconds": "num?"}
 
 
 class CacheRefused(OSError):
@@ -218,49 +224,34 @@ def parse(raw: bytes, fingerprint: str) -> Verdict | None:
         want = {"schema": SCHEMA, "tool_version": fa_doctor.__version__, "fingerprint": fingerprint}
         if not isinstance(doc, dict) or any(doc.get(k) != v for k, v in want.items()):
             return None
-        proven = doc["proven"]
-        results = tuple((_str(item["device"]), _result(item["result"])) for item in doc["results"])
+        proven = {k: _check(doc["proven"][k], "str") for k in ("at", "host", "tool_version")}
+        results = tuple((_check(item["device"], "str"), _result(item["result"])) for item in doc["results"])
         if not results:
             return None
         return Verdict(
             fingerprint,
-            _str_map(doc["parts"]),
-            Proven(_str(proven["at"]), _str(proven["host"]), _str(proven["tool_version"]), _strs(proven["gpus"])),
+            _check(doc["parts"], "map"),
+            Proven(**proven, gpus=_check(doc["proven"]["gpus"], "strs")),
             results,
-            _str_map(doc["watch"]),
+            _check(doc["watch"], "map"),
         )
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
 
 
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError("not a string")
-    return value
-
-
-def _strs(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise TypeError("not a list")
-    return tuple(_str(v) for v in value)
-
-
-def _str_map(value: object) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise TypeError("not an object")
-    return {_str(k): _str(v) for k, v in value.items()}
-
-
-def _opt_str(value: object) -> str | None:
-    return None if value is None else _str(value)
-
-
-def _number(value: object, *, optional: bool = False) -> float | None:
-    if value is None and optional:
+def _check(value: Any, kind: str) -> Any:
+    """An untrusted JSON value of this kind ("str", "num", "int", "bool", "strs", "map"; "?": or null), or
+    TypeError. A number is never a bool and becomes a float; a list of strings becomes a tuple."""
+    if value is None and kind.endswith("?"):
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError("not a number")
-    return float(value)
+    kind = kind.rstrip("?")
+    if kind == "strs" and isinstance(value, list):
+        return tuple(_check(v, "str") for v in value)
+    if kind == "map" and isinstance(value, dict):
+        return {_check(k, "str"): _check(v, "str") for k, v in value.items()}
+    if isinstance(value, _TYPES.get(kind, ())) and (kind in ("str", "bool") or not isinstance(value, bool)):
+        return float(value) if kind == "num" else value
+    raise TypeError(f"not a {kind}")
 
 
 def _result(d: Mapping[str, Any]) -> SmokeResult:
@@ -269,35 +260,12 @@ def _result(d: Mapping[str, Any]) -> SmokeResult:
     cases = tuple(_case(c) for c in d["cases"])
     if not cases or not all(c.passed for c in cases):
         raise ValueError("a passing result has passing cases")
-    rc = d["returncode"]
-    if rc is not None and (isinstance(rc, bool) or not isinstance(rc, int)):
-        raise TypeError("returncode")
-    texts: dict[str, Any] = {k: _str(d[k]) for k in _STRS} | {k: _opt_str(d[k]) for k in _OPT_STRS}
-    return SmokeResult(
-        status="passed",
-        phases={_str(k): float(_number(v) or 0.0) for k, v in d["phases"].items()},
-        cases=cases,
-        returncode=rc,
-        warnings=_strs(d["warnings"]),
-        timeout=float(_number(d["timeout"]) or 0.0),
-        environment=_str_map(d["environment"]),
-        **texts,
-    )
+    phases = {_check(k, "str"): _check(v, "num") for k, v in d["phases"].items()}
+    fields = {k: _check(d[k], kind) for k, kind in _RESULT.items()}
+    return SmokeResult(status="passed", phases=phases, cases=cases, **fields)
 
 
 def _case(c: Mapping[str, Any]) -> CaseResult:
-    head_dim = c["head_dim"]
-    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not isinstance(c["causal"], bool):
-        raise TypeError("case")
     if c["passed"] is not True:
         raise ValueError("a failing case")
-    return CaseResult(
-        **{k: _str(c[k]) for k in ("name", "function", "dtype")},
-        head_dim=head_dim,
-        causal=c["causal"],
-        max_abs_err=_number(c["max_abs_err"], optional=True),
-        tolerance=float(_number(c["tolerance"]) or 0.0),
-        passed=True,
-        seconds=_number(c["seconds"], optional=True),
-        error=_opt_str(c["error"]),
-    )
+    return CaseResult(passed=True, **{k: _check(c[k], kind) for k, kind in _CASE.items()})
