@@ -294,11 +294,7 @@ def _case(spec: Mapping[str, Any], ev: Mapping[str, Any]) -> CaseResult:
     value = _finite(ev.get("max_abs_err"))
     tol = float(spec["tolerance"])
     return CaseResult(
-        name=str(spec["name"]),
-        function=str(spec["function"]),
-        dtype=str(spec["dtype"]),
-        head_dim=int(spec["head_dim"]),
-        causal=bool(spec["causal"]),
+        **{k: spec[k] for k in ("name", "function", "dtype", "head_dim", "causal")},  # ours: case_specs()
         max_abs_err=value,
         tolerance=tol,
         passed=text is None and value is not None and value <= tol,
