@@ -1,23 +1,27 @@
 """Questions about released packages, answered from the generated tables in `releases.py` (imported on the first
-question: the static check of a healthy FA4 install asks one, whether its CuTe DSL release has the split
-packages).
-
-Every answer is read from the metadata of a released artifact (`releases.SOURCES` names it); nothing here
-knows a version by heart. Requirement lines are parsed with `packaging`, as pip parses them.
+question). Every answer is read from a released artifact's metadata (`releases.SOURCES` names it); requirement
+lines are parsed with `packaging`, as pip parses them.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fa_doctor.catalog import names
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
     from packaging.version import Version
+
+
+def _tables() -> Any:
+    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
+
+    return releases
 
 
 def _norm(name: str) -> str:
@@ -42,16 +46,12 @@ def _version(text: str) -> Version | None:
 
 def versions(name: str) -> tuple[str, ...]:
     """Every non-yanked release of `name` on the index, oldest first (empty when the catalog does not track it)."""
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
-    found: tuple[str, ...] = releases.VERSIONS.get(_norm(name), ())
+    found: tuple[str, ...] = _tables().VERSIONS.get(_norm(name), ())
     return found
 
 
 def known(name: str) -> bool:
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
-    return _norm(name) in releases.VERSIONS
+    return _norm(name) in _tables().VERSIONS
 
 
 def exists(name: str, version: str) -> bool:
@@ -63,8 +63,7 @@ def exists(name: str, version: str) -> bool:
 
 
 def prerelease_only(name: str) -> bool:
-    """True when the index has releases of `name` but every non-yanked one is a pre-release (pip needs an
-    explicit version or --pre)."""
+    """True when the index has releases of `name` but every non-yanked one is a pre-release."""
     found = [_version(v) for v in versions(name)]
     return bool(found) and all(v is not None and v.is_prerelease for v in found)
 
@@ -81,10 +80,8 @@ def latest(name: str, *, pre: bool = False) -> str | None:
 def _requirements(name: str, version: str) -> tuple[Requirement, ...]:
     from packaging.requirements import InvalidRequirement, Requirement
 
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
     out = []
-    for line in releases.REQUIRES.get(_norm(name), {}).get(version, ()):
+    for line in _tables().REQUIRES.get(_norm(name), {}).get(version, ()):
         try:
             out.append(Requirement(line))
         except InvalidRequirement:
@@ -112,8 +109,7 @@ def requirement_on(name: str, version: str, dep: str, extras: tuple[str, ...] = 
 
 def pin(name: str, version: str, dep: str) -> str | None:
     """The exact version `name==version` pins `dep` to (`==X`), or None."""
-    spec = requirement_on(name, version, dep)
-    m = re.search(r"==([^,;\s]+)", spec or "")
+    m = re.search(r"==([^,;\s]+)", requirement_on(name, version, dep) or "")
     return m.group(1) if m and "*" not in m.group(1) else None
 
 
@@ -129,42 +125,18 @@ def releases_pinning(name: str, dep: str, dep_version: str, python: tuple[int, i
     return tuple(sorted(hits, key=_key, reverse=True))
 
 
-def releases_admitting(name: str, dep: str, dep_version: str) -> tuple[str, ...]:
-    """Releases of `name` whose requirement on `dep` admits `dep_version` (or that do not require it), newest
-    first; only releases whose requirements the catalog read."""
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
-    have = _version(dep_version.split("+", 1)[0])
-    if have is None:
-        return ()
-    from packaging.specifiers import SpecifierSet
-
-    out = []
-    for v in versions(name):
-        if v not in releases.REQUIRES.get(_norm(name), {}):
-            continue
-        spec = requirement_on(name, v, dep)
-        rest = re.sub(r"^[A-Za-z0-9._-]+(\[[^\]]*\])?", "", spec or "")
-        if SpecifierSet(rest).contains(have, prereleases=True):
-            out.append(v)
-    return tuple(sorted(out, key=_key, reverse=True))
-
-
 # ---- torch and CUDA ------------------------------------------------------------------------------------------
 
 
 @lru_cache(maxsize=64)
 def pypi_torch_cuda(torch_version: str) -> int | None:
     """The CUDA major of PyPI's default torch build of this release (from its nvidia-cuda-runtime pin)."""
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
-    for line in releases.REQUIRES.get(names.TORCH, {}).get(torch_version.split("+", 1)[0], ()):
+    for line in _tables().REQUIRES.get(names.TORCH, {}).get(torch_version.split("+", 1)[0], ()):
         m = re.match(r"\s*nvidia-cuda-runtime-cu(\d+)\b", line)
+        # 2.11 and later declare cuda-toolkit[...]==13.0.x
+        m = m or re.match(r"\s*(?:nvidia-cuda-runtime|cuda-toolkit)\s*(?:\[[^\]]*\])?\s*\(?\s*==\s*(\d+)\.", line)
         if m:
             return int(m.group(1))
-        m = re.match(r"\s*(?:nvidia-cuda-runtime|cuda-toolkit)\s*(?:\[[^\]]*\])?\s*\(?\s*==\s*(\d+)\.", line)
-        if m:
-            return int(m.group(1))  # 2.11 and later declare cuda-toolkit[...]==13.0.x
     return None
 
 
@@ -178,26 +150,21 @@ def kernel_torch(kernel: str, version: str) -> str | None:
 
 def sgl_kernel_cuda(version: str) -> int | None:
     """The CUDA major PyPI's sglang-kernel/sgl-kernel `version` wheel is built for: the CUDA of PyPI's build of
-    the torch it pins exactly, or (0.4.0-0.4.6.post1 pin no torch) of the torch the sglang releases that pin
-    this kernel pin."""
+    the torch it pins, or (0.4.0-0.4.6.post1 pin none) of the torch the sglang releases pinning this kernel pin."""
     public = version.split("+", 1)[0]
-    for name in names.SGL_KERNELS:
-        torch = pin(name, public, names.TORCH)
+    own = ((name, public) for name in names.SGL_KERNELS)
+    pinning = ((names.SGLANG, s) for name in names.SGL_KERNELS for s in releases_pinning(names.SGLANG, name, public))
+    for name, release in itertools.chain(own, pinning):
+        torch = pin(name, release, names.TORCH)
         if torch:
             return pypi_torch_cuda(torch)
-    for name in names.SGL_KERNELS:
-        for server in releases_pinning(names.SGLANG, name, public):
-            torch = pin(names.SGLANG, server, names.TORCH)
-            if torch:
-                return pypi_torch_cuda(torch)
     return None
 
 
 def torch_channels(torch_mm: tuple[int, int]) -> tuple[str, ...]:
     """download.pytorch.org's CUDA channels for a torch release (`cu126`, ...), oldest CUDA first."""
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
-    return releases.TORCH_CHANNELS.get(f"{torch_mm[0]}.{torch_mm[1]}", ())
+    found: tuple[str, ...] = _tables().TORCH_CHANNELS.get(f"{torch_mm[0]}.{torch_mm[1]}", ())
+    return found
 
 
 # ---- the CuTe DSL (FA4's runtime) ----------------------------------------------------------------------------
@@ -229,31 +196,27 @@ def fa4_install_spec(
     python: tuple[int, int] | None = None,
 ) -> str | None:
     """A requirement for flash-attn-4 that pip resolves: it has only pre-releases, so name one: the newest whose
-    requirements admit the server's exact `pins` (name -> version: a server pinning nvidia-cutlass-dsl==4.6.0
-    rules out the betas that need >= 4.6.2), that the server's own requirement `wanted` (">=4.0.0b18",
-    "==4.0.0b15") admits, and whose Requires-Python admits `python`. None when no release fits."""
+    requirements admit the server's exact `pins` (name -> version), that the server's own requirement `wanted`
+    (">=4.0.0b18") admits, and whose Requires-Python admits `python`. None when no release fits."""
     from packaging.specifiers import SpecifierSet
 
-    extra = "[cu13]" if cuda_major == 13 else ""
     extras = ("cu13",) if cuda_major == 13 else ()
     allowed = SpecifierSet(re.sub(r"^[A-Za-z0-9._-]+(\[[^\]]*\])?", "", wanted or ""))
+
+    def clashes(req: Requirement) -> bool:
+        pinned = (pins or {}).get(_norm(req.name))
+        got = _version(pinned) if pinned else None
+        return got is not None and _unconditional(req, extras) and not req.specifier.contains(got, prereleases=True)
+
     for version in sorted(versions(names.FLASH_ATTN_4), key=_key, reverse=True):
         have = _version(version)
         if (
-            have is None
-            or not allowed.contains(have, prereleases=True)
-            or not admits_python(names.FLASH_ATTN_4, version, python)
+            have is not None
+            and allowed.contains(have, prereleases=True)
+            and admits_python(names.FLASH_ATTN_4, version, python)
+            and not any(clashes(req) for req in _requirements(names.FLASH_ATTN_4, version))
         ):
-            continue
-        clash = False
-        for req in _requirements(names.FLASH_ATTN_4, version):
-            pinned = (pins or {}).get(_norm(req.name))
-            got = _version(pinned) if pinned else None
-            if got is not None and _unconditional(req, extras) and not req.specifier.contains(got, prereleases=True):
-                clash = True
-                break
-        if not clash:
-            return f"{names.FLASH_ATTN_4}{extra}=={version}"
+            return f"{names.FLASH_ATTN_4}{'[cu13]' if extras else ''}=={version}"
     return None
 
 
@@ -261,9 +224,7 @@ def admits_python(name: str, version: str, python: tuple[int, int] | None) -> bo
     """Whether `name==version`'s Requires-Python admits this Python (True when either is unknown)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
-    spec = releases.REQUIRES_PYTHON.get(_norm(name), {}).get(version.split("+", 1)[0], "")
+    spec = _tables().REQUIRES_PYTHON.get(_norm(name), {}).get(version.split("+", 1)[0], "")
     if python is None or not spec:
         return True
     try:
@@ -279,9 +240,7 @@ def fa2_wheel(
     release: str, torch_mm: tuple[int, int], cuda_major: int, cxx11abi: bool, python: tuple[int, int], platform: str
 ) -> str | None:
     """The URL of flash-attn's GitHub release wheel for this build, when the release matrix has one."""
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
-    matrix = releases.FA2_WHEELS.get(release)
+    matrix = _tables().FA2_WHEELS.get(release)
     if not matrix:
         return None
     torch = f"{torch_mm[0]}.{torch_mm[1]}"
@@ -304,21 +263,17 @@ def fa2_wheel(
         return None
     tag = f"cp{python[0]}{python[1]}"
     wheel = f"flash_attn-{release}+cu{cuda_major}torch{torch}cxx11abi{abi}-{tag}-{tag}-{platform}.whl"
-    url: str = releases.FA2_WHEEL_URL.format(tag_name=f"v{release}", wheel_name=wheel, wheel_filename=wheel)
+    url: str = _tables().FA2_WHEEL_URL.format(tag_name=f"v{release}", wheel_name=wheel, wheel_filename=wheel)
     return url
 
 
 def fa2_has_matrix(release: str) -> bool:
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
-    return release in releases.FA2_WHEELS
+    return release in _tables().FA2_WHEELS
 
 
 def fa2_release() -> str | None:
     """The newest flash-attn release with a known wheel matrix."""
-    from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
-
-    known_ = [v for v in releases.FA2_WHEELS if _version(v) is not None]
+    known_ = [v for v in _tables().FA2_WHEELS if _version(v) is not None]
     return max(known_, key=_key) if known_ else None
 
 

@@ -1,9 +1,5 @@
-"""The ways an FA version gets into a process: import names, distributions, supported compute capabilities.
-
-Sources: the released wheels' RECORDs (which modules and compiled files each ships), flash-attention's
-hopper/setup.py and flash_attn/cute (4.0.0b36 ships flash_fwd_sm90/sm100/sm120.py), sglang 0.5.23's
-`flashattention_backend.py` / `server_args.py` gates, vllm's `fa_utils.py` (docs/families.md cites each).
-"""
+"""The ways an FA version gets into a process: import names, distributions, supported compute capabilities (read
+in the released wheels' RECORDs, flash-attention's hopper/setup.py and flash_attn/cute, SGLang's and vLLM's gates)."""
 
 from __future__ import annotations
 
@@ -103,10 +99,3 @@ VLLM_FA = Implementation(
 
 IMPLEMENTATIONS: tuple[Implementation, ...] = (FA2, FA3_SGL, FA3, FA4, FA4_SGLANG, VLLM_FA)
 BY_KEY = {impl.key: impl for impl in IMPLEMENTATIONS}
-# The compute capabilities each FA major version supports, as a user reads them (explain's texts use this).
-# FA4: flash-attn-4 4.0.0b5 and later check `arch // 10 in [8, 9, 10, 11, 12]` (cute/interface.py; 4.0.0b4: 9-11).
-SUPPORTED_TEXT = {
-    2: "8.x, 9.x, 10.x and 12.x (release wheels: sm_80, sm_90, sm_100, sm_120; no sm_110)",
-    3: "8.0 and 9.0",
-    4: "8.x-12.x (sm_80 to sm_121; flash-attn-4 4.0.0b4: 9.x-11.x)",
-}

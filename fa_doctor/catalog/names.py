@@ -56,9 +56,6 @@ FA_CLOSURE = (
 # Distributions fa-doctor reads besides the implementations (the inventory's "related" rows).
 RELATED = (TORCH, SGLANG, VLLM, KERNELS, SGL_FA4, *FA4_RUNTIME, FLASHINFER, TRANSFORMERS)
 
-# RECORDs of these are large and own nothing in FA namespaces: the scan does not read them.
-LARGE_RECORDS = (TORCH, SGLANG, VLLM, TRANSFORMERS, FLASHINFER)
-
 # The distribution that carries an import name, for "No module named X" (RECORDs of the real wheels).
 MODULE_OWNERS = {
     "flash_attn": FLASH_ATTN,

@@ -1,10 +1,5 @@
-"""What a server release does with FlashAttention, answered from the generated tables in `servers.py`: each SGLang
-release's rules (read from its own wheel by fa_doctor/probes/sglang_rules.py), its kernel package's FA4 copy, and
-each vLLM release's FA-version knobs. docs/catalog.md explains every table; nothing here knows a release by heart.
-
-The same `SglangRules` comes from an installed SGLang the catalog does not hold (probes/sglang_source.py reads its
-files with the same reader), with `source="scan"`.
-"""
+"""What a server release does with FlashAttention, answered from the generated tables in `servers.py` (explained
+in docs/catalog.md). An installed SGLang the catalog does not hold gives the same `SglangRules`, `source="scan"`."""
 
 from __future__ import annotations
 
@@ -115,35 +110,25 @@ class SglangRules:
         switch = str(row.get("fa4_switch") or "")
         pair, _, module = switch.partition(" ")
         var, _, value = pair.partition("=")
-        backends = []
-        for item in str(row.get("backends") or "").split():
-            name, _, number = item.partition("=")
-            if number.isdigit():
-                backends.append((name, int(number)))
+        pairs = [item.partition("=") for item in str(row.get("backends") or "").split()]
         return cls(
             version=version,
             source=source,
             choices=frozenset(row.get("choices") or ()),
             flags=tuple(row.get("flags") or ()),
-            backends=tuple(backends),
+            backends=tuple((name, int(number)) for name, _, number in pairs if number.isdigit()),
             gates=tuple(Gate.parse(g) for g in row.get("gates") or ()),
             refusals=tuple(Refusal.parse(r) for r in row.get("refuse") or ()),
-            fa4=str(row.get("fa4") or ""),
             fa4_switch=(var, value, module) if switch else None,
             reads=frozenset(row.get("reads") or ()),
             default=tuple(DefaultRule.parse(r) for r in row.get("default") or ()),
             fa3_archs=tuple(row.get("fa3_archs") or ()),
-            requires_python=str(row.get("requires_python") or ""),
-            kernel=str(row.get("kernel") or ""),
-            wheel=str(row.get("wheel") or ""),
+            **{k: str(row.get(k) or "") for k in ("fa4", "requires_python", "kernel", "wheel")},
         )
 
     @property
     def accepted(self) -> frozenset[int]:
         return frozenset(v for _, v in self.backends)
-
-    def backend_version(self, name: str) -> int | None:
-        return next((v for n, v in self.backends if n == name), None)
 
     def refusals_for(self, phase: str, backend: str, flag: str | None) -> tuple[Refusal, ...]:
         return tuple(r for r in self.refusals if r.hits(phase, backend, flag))
@@ -222,10 +207,6 @@ def sglang(version: str) -> SglangRules | None:
     return SglangRules.from_row(version, full, "catalog")
 
 
-def sglang_versions() -> tuple[str, ...]:
-    return tuple(_servers().SGLANG)
-
-
 def sglang_reading(variable: str) -> tuple[str, ...]:
     """The SGLang releases in the catalog whose code reads `variable`, oldest first."""
     s = _servers()
@@ -268,17 +249,10 @@ def install_key(
 
 @lru_cache(maxsize=1)
 def _resolved() -> dict[str, tuple[str, str, str]]:
-    out = {}
-    for server, rows in _servers().INSTALLS.items():
-        for key, status, what in rows:
-            out[key] = (status, what, server)
-    return out
+    return {key: (status, what, server) for server, rows in _servers().INSTALLS.items() for key, status, what in rows}
 
 
 def install_status(key: str) -> tuple[str, str] | None:
     """(status, pip's reason) of a recorded install: "ok", or "no: <pip's reason>"; None when never resolved."""
     found = _resolved().get(key)
-    if found is None:
-        return None
-    status, _, reason = found[0].partition(": ")
-    return status, reason
+    return found[0].partition(": ")[::2] if found else None

@@ -16,7 +16,6 @@ from typing import Any, Union
 from fa_doctor.catalog.knobs import OVERRIDE
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# Words fish and PowerShell leave alone; everything else is quoted. ASCII only: `\w` would admit any letter.
 # pip reads a constraints file; the printed command streams the pins through stdin so it stays one line.
 CONSTRAINTS_STDIN = "/dev/stdin"
 
@@ -43,6 +42,14 @@ def _text(value: str, what: str) -> str:
     if "\0" in value:
         raise ValueError(f"{what} contains a NUL byte")
     return value
+
+
+def _words(values: tuple[str, ...], what: str, nul: str, breaks: str = "\n\r") -> None:
+    """pip arguments: one line each, and none that starts with `-` (pip would read `--index-url=...` as an option)."""
+    for value in values:
+        if not value or value.startswith("-") or any(c in value for c in breaks):
+            raise ValueError(f"not a {what}: {value!r}")
+        _text(value, nul)
 
 
 def _absolute(path: str, what: str) -> str:
@@ -74,11 +81,8 @@ class UnsetEnv:
 
 @dataclass(frozen=True, slots=True)
 class PipInstall:
-    """`<python> -m pip install [options] [-c constraints] requirements`, every part explicit.
-
-    `constraints` are requirement lines (the server's pins) given to pip as a constraints file, so the resolver
-    may not move them; `env` is set for this command only (`MAX_JOBS` for source builds).
-    """
+    """`<python> -m pip install [options] [-c constraints] requirements`; `constraints` (the server's pins) go to pip
+    as a constraints file, so the resolver may not move them; `env` is for this command only (`MAX_JOBS`)."""
 
     python: str
     requirements: tuple[str, ...]
@@ -90,20 +94,13 @@ class PipInstall:
         _absolute(self.python, "python")
         if not self.requirements:
             raise ValueError("pip install needs at least one requirement")
-        for req in self.requirements:
-            # A requirement that starts with `-` would be read by pip as an option (`--index-url=...`).
-            if not req or req.startswith("-") or "\n" in req or "\r" in req:
-                raise ValueError(f"not a requirement: {req!r}")
-            _text(req, "requirement")
+        _words(self.requirements, "requirement", "requirement")
         for opt in self.options:
             _text(opt, "option")
         # Option values follow their option (`--index-url URL`); the first word must be an option.
         if self.options and not self.options[0].startswith("-"):
             raise ValueError(f"options must start with an option: {self.options[0]!r}")
-        for line in self.constraints:
-            if not line or line.startswith("-") or "\n" in line or "\r" in line:
-                raise ValueError(f"not a constraint: {line!r}")
-            _text(line, "constraint")
+        _words(self.constraints, "constraint", "constraint")
         for key, value in self.env:
             _name(key)
             _text(value, "value")
@@ -123,44 +120,30 @@ class PipUninstall:
         _absolute(self.python, "python")
         if not self.names:
             raise ValueError("pip uninstall needs a name")
-        for name in self.names:
-            if not name or name.startswith("-") or "\n" in name:
-                raise ValueError(f"not a distribution name: {name!r}")
-            _text(name, "name")
+        _words(self.names, "distribution name", "name", breaks="\n")
 
     @property
     def argv(self) -> tuple[str, ...]:
         return (self.python, "-m", "pip", "uninstall", "-y", *self.names)
 
 
-def backup_path(path: str) -> str:
-    """Where `MovePath` puts a folder or file: beside it, under a name Python cannot import."""
-    return posixpath.normpath(path) + ".fa-doctor-backup"
-
-
 @dataclass(frozen=True, slots=True)
 class MovePath:
-    """Move a stray folder or file aside to a named backup, never delete it.
-
-    `root` is the place the finding is about (a site folder, the working directory): the path must lie
-    strictly inside it, so a wrong origin can never move the root itself or anything above it.
-    """
+    """Move a stray folder or file aside to a named backup, never delete it. The path must lie strictly inside
+    `root` (the site folder or working directory the finding is about), never the root itself or above it."""
 
     path: str
     backup: str
     root: str
 
     def __post_init__(self) -> None:
-        path = _absolute(self.path, "path")
-        backup = _absolute(self.backup, "backup")
-        root = _absolute(self.root, "root")
+        for name in ("path", "backup", "root"):
+            object.__setattr__(self, name, _absolute(getattr(self, name), name))
+        path, backup, root = self.path, self.backup, self.root
         if posixpath.dirname(path) == path or not _strictly_inside(path, root):
             raise ValueError(f"{path!r} is not inside {root!r}")
         if not _strictly_inside(backup, root) or backup == path:
             raise ValueError(f"backup {backup!r} must be beside the path, inside {root!r}")
-        object.__setattr__(self, "path", path)
-        object.__setattr__(self, "backup", backup)
-        object.__setattr__(self, "root", root)
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -174,7 +157,8 @@ def _strictly_inside(path: str, root: str) -> bool:
 
 
 def move_aside(path: str, root: str) -> MovePath:
-    return MovePath(path, backup_path(path), root)
+    """Beside the path, under a name Python cannot import."""
+    return MovePath(path, posixpath.normpath(path) + ".fa-doctor-backup", root)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,10 +204,8 @@ CLONE_DIR = "src"  # the checkout's name inside the fresh temporary folder
 
 @dataclass(frozen=True, slots=True)
 class BuildFromClone:
-    """Build and install `subdir` of a fresh shallow clone of `repo`, made in a temporary folder only this run
-    owns (`mktemp -d`, mode 0700), with the working directory there: no file of the caller's directory (a
-    planted `setup.py`, a `pip/` package shadowing pip) is ever read. `options`, `constraints` and `env` as in
-    `PipInstall`."""
+    """Build and install `subdir` of a fresh shallow clone of `repo` in a temporary folder only this run owns
+    (`mktemp -d`, 0700, the working directory): no file of the caller's directory (a planted `setup.py`) is read."""
 
     python: str
     repo: str
@@ -237,7 +219,7 @@ class BuildFromClone:
             raise ValueError(f"not an https git URL fa-doctor clones: {self.repo!r}")
         if not _SUBDIR.match(self.subdir) or ".." in self.subdir.split("/"):
             raise ValueError(f"not a folder inside the checkout: {self.subdir!r}")
-        PipInstall(self.python, (self.requirement,), self.options, self.constraints, self.env)  # same rules
+        _ = self.install  # the pip step's own rules hold too
 
     @property
     def requirement(self) -> str:
@@ -268,18 +250,11 @@ KINDS: dict[type[Any], str] = {
 }
 
 
-# ---- plans and JSON -----------------------------------------------------------------------------------------
-
-
 def to_dict(action: Action) -> dict[str, Any]:
     out: dict[str, Any] = {"kind": KINDS[type(action)]}
     for f in fields(action):
         value = getattr(action, f.name)
-        if f.name == "env":
-            value = {k: v for k, v in value}
-        elif isinstance(value, tuple):
-            value = list(value)
-        out[f.name] = value
+        out[f.name] = dict(value) if f.name == "env" else list(value) if isinstance(value, tuple) else value
     return out
 
 

@@ -30,26 +30,16 @@ _RANK = {Severity.OK: 0, Severity.INFO: 1, Severity.WARN: 2, Severity.FAIL: 3}
 
 @dataclass(frozen=True, slots=True)
 class Remedy:
-    """What to do, and how: typed `actions` (what `fa-doctor fix` runs), plus `commands` for text that is not
-    an action (a flag to add to the launch command).
-
-    A check may leave the how to the planner: `intent` states the goal (install FA3, satisfy sglang's
-    requirements) and `fa_doctor.diagnose.plan.planner` replaces the remedy with concrete ones after every check ran.
-    Shell text is made only when a result is rendered (`lines`), for the shell asked for. `target` holds the
-    options the remedy was computed for (`--python PATH`), so the `fa-doctor fix` hint acts on the same
-    environment; `replaces_torch` marks a remedy that moves torch (`fix --apply` takes it only when asked).
-    `refused` is the planner's reason fa-doctor cannot carry its actions out here (`diagnose.plan.feasible`, the
-    rule `fix --apply` refuses by): then it offers no `fa-doctor fix` command for it; empty: it can, or there is
-    nothing for it to carry out.
-    """
+    """What to do, and how: typed `actions` (what `fa-doctor fix` runs), or an `intent` the planner
+    (`diagnose.plan.planner`) replaces with concrete remedies after every check ran."""
 
     text: str
-    commands: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ()  # text that is not an action (a flag to add to the launch command)
     actions: tuple[Action, ...] = ()
     intent: Intent | None = None
-    target: tuple[str, ...] = ()
-    replaces_torch: bool = False
-    refused: str = ""
+    target: tuple[str, ...] = ()  # the options it was computed for (`--python PATH`), for the `fa-doctor fix` hint
+    replaces_torch: bool = False  # it moves torch: `fix --apply` takes it only when asked
+    refused: str = ""  # why fa-doctor cannot carry its actions out here (`diagnose.plan.feasible`): no fix hint
 
 
 @dataclass(frozen=True, slots=True)

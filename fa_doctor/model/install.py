@@ -1,7 +1,5 @@
-"""What the probes learn about an install: distributions, compiled extensions, module locations, the SGLang
-source's own rules.
-
-Plain frozen data, made by fa_doctor/probes/ and read by everything above; no I/O here."""
+"""What the probes learn about an install (distributions, compiled extensions, module locations, SGLang's rules):
+plain frozen data, made by fa_doctor/probes/; no I/O here."""
 
 from __future__ import annotations
 

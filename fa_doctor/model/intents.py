@@ -1,9 +1,5 @@
-"""What a check wants done, stated as data; the planner (`fa_doctor.diagnose.plan.planner`) turns it into actions.
-
-A check knows what is wrong (FA3's extension does not load; sglang lacks orjson); it does not know which
-version the index has, what the server pins, or which torch must be held. An intent names the goal; the
-planner, run once after every check, chooses versions, constraints and options for this machine.
-"""
+"""What a check wants done, stated as data: the planner (`fa_doctor.diagnose.plan.planner`), run once after every
+check, chooses versions, constraints and options for this machine."""
 
 from __future__ import annotations
 
@@ -67,8 +63,7 @@ class ReinstallOwners:
 
 @dataclass(frozen=True, slots=True)
 class Override:
-    """Remedy (1): unset the override; `valid`, a version that can work here, is offered as a separate remedy (the
-    two are alternatives: one paste block each), worded for what the machine proves (a GPU, --gpu-arch, none)."""
+    """Unset the override; `valid`, a version that can work here, is offered as an alternative remedy."""
 
     valid: int | None = None
 

@@ -1,11 +1,5 @@
-"""Text of several lines whose line breaks are fa-doctor's own: the one way a finding's detail spans lines.
-
-A check that joins lines with "\\n" cannot tell its own line breaks from those inside a path, a backend flag or
-a child's stderr, and neither can the renderer boundary once they are one string. `Lines` keeps the parts: it is
-an ordinary `str` (the parts joined with "\\n") for every reader, and the boundary escapes each part on its own,
-so text from the target stays on its line while fa-doctor's breaks remain. A plain `str` is one line: any line
-break in it is shown escaped.
-"""
+"""Text whose line breaks are fa-doctor's own: a `str` (the parts joined with "\\n") that keeps its parts, so the
+renderers escape each part on its own and a break inside target text (a path, a child's stderr) stays escaped."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""What the probes learn about the machine: its GPUs, the host, the target interpreter and its torch build.
-
-Plain frozen data, made by fa_doctor/probes/ and read by everything above; no I/O here."""
+"""What the probes learn about the machine (GPUs, host, target interpreter, torch build): plain frozen data."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""The one result type every command returns, and the exit-code contract made from it.
-
-A command (`fa_doctor/commands/*.py`) returns a `Result`: its name, its findings, a typed payload (a frozen
-dataclass of its own: `CheckPayload` for `check` and `exec`, others for `fix` and `explain`), timings and
-the exit code. Nothing here is a dict: renderers (`fa_doctor/render/`) turn it into text, and only the JSON
-renderer turns it into dicts.
-"""
+"""The one result type every command returns (findings, a typed payload, timings), and the exit-code contract."""
 
 from __future__ import annotations
 

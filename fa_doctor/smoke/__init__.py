@@ -1,14 +1,10 @@
-"""Kernel smoke test: run a tiny FlashAttention call in a child of the target interpreter (see docs/smoke.md).
-
-This module holds the result types; `fa_doctor.smoke.runner.run_smoke` produces them, `fa_doctor.smoke.child`
-is the standalone script it runs, `fa_doctor.smoke.classify` names the cause of an error. Importing this
-package imports neither torch nor any FlashAttention module.
-"""
+"""Kernel smoke test: run a tiny FlashAttention call in a child of the target interpreter (docs/smoke.md). This
+module holds the result types `runner.run_smoke` produces; importing it imports neither torch nor FA."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
 
@@ -29,6 +25,7 @@ _VARLEN = (
 )
 _KVCACHE_APIS = frozenset({"fa2", "fa3", "sgl"})
 _SHORT = {"bfloat16": "bf16", "float16": "fp16"}
+_NOT_PLAIN = ("phases", "environment", "cases", "error", "loaded")  # converted by SmokeResult.to_dict, or left out
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +49,7 @@ class CaseResult:
     error: str | None  # "Type: message" when the call raised, or why the output could not be compared
 
     def to_dict(self) -> dict[str, object]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,17 +82,15 @@ class SmokeResult:
         object.__setattr__(self, "environment", MappingProxyType(dict(self.environment)))
 
     def to_dict(self) -> dict[str, object]:
-        out = {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if f.name not in ("cases", "error", "phases", "environment", "loaded")
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _NOT_PLAIN}
+        return {
+            **out,
+            "warnings": list(self.warnings),
+            "phases": dict(self.phases),
+            "environment": dict(self.environment),
+            "cases": [c.to_dict() for c in self.cases],
+            "error": self.error.to_dict() if self.error else None,
         }
-        out["warnings"] = list(self.warnings)
-        out["phases"] = dict(self.phases)
-        out["environment"] = dict(self.environment)
-        out["cases"] = [c.to_dict() for c in self.cases]
-        out["error"] = self.error.to_dict() if self.error else None
-        return out
 
 
 def case_specs(api: str) -> tuple[dict[str, Any], ...]:

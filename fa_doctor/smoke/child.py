@@ -1,9 +1,7 @@
 """Standalone smoke-test child: run a few tiny FlashAttention calls and compare them with an fp32 reference.
 
-Run as `python -c <this source> <json config>` in the *target* interpreter, which may not have fa_doctor:
-only the standard library and torch are used. Results go as JSON lines to the pipe fd named in the config,
-so a C library that writes to stdout/stderr cannot corrupt them and every line written before a crash
-survives. The parent (fa_doctor.smoke.runner) owns timeouts and classification.
+Run as `python -c <this source> <json config>` in the target interpreter (standard library and torch only).
+Results go as JSON lines to the pipe fd the config names, which no C library's stdout can corrupt.
 """
 
 from __future__ import annotations
@@ -105,21 +103,14 @@ def dist_versions(names: list[str]) -> dict[str, str]:
 # What a compiled FA4 kernel depends on beyond the cache's own key (FA4 hashes its sources and the CuTe DSL
 # version, not the target arch): every FA4/CuTe variable except the cache locations set below.
 _CACHE_PREFIXES = ("CUTE_DSL_", "FLASH_ATTENTION_", "FLASH_ATTN_", "FA_", "CUTLASS_", "SGLANG_CUTE_", "TVM_FFI_")
-_CACHE_OWN = frozenset(
-    {
-        "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED",
-        "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR",
-        "SGLANG_CUTE_AOT_CACHE_DIR",
-        "CUTE_DSL_CACHE_DIR",
-        "CUTE_DSL_DISABLE_FILE_CACHING",
-        "FA_DOCTOR_RUN",
-    }
-)
 _CACHE_DIRS = {
     "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR": "flash-attn",  # FA4 and SGLang's older vendored copy
     "SGLANG_CUTE_AOT_CACHE_DIR": "sglang-aot",  # SGLang's vendored FA4 (sglang.kernels.jit.cute_aot_cache)
     "CUTE_DSL_CACHE_DIR": "cute-dsl",  # the CuTe DSL's own file cache
 }
+_CACHE_OWN = frozenset(
+    {*_CACHE_DIRS, "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "CUTE_DSL_DISABLE_FILE_CACHING", "FA_DOCTOR_RUN"}
+)
 
 
 def cache_identity(config: dict[str, Any], torch: Any) -> dict[str, Any]:
@@ -250,13 +241,8 @@ class Case:
             # The single decode query sees keys [0, cache_seqlen) of its own row.
             parts = [attend(q[b], k[b, :n], v[b, :n], self.scale, self.causal) for b, n in enumerate(self.lens)]
             return torch.stack(parts)
-        parts, start = [], 0
-        for n in self.lens:
-            parts.append(
-                attend(q[start : start + n], k[start : start + n], v[start : start + n], self.scale, self.causal)
-            )
-            start += n
-        return torch.cat(parts)
+        qs, ks, vs = (t.split(self.lens) for t in (q, k, v))
+        return torch.cat([attend(qs[i], ks[i], vs[i], self.scale, self.causal) for i in range(len(self.lens))])
 
     def compare(self, out: Any) -> dict[str, Any]:
         import torch
@@ -275,11 +261,11 @@ def run_case(channel: Channel, mod: Any, case: Case, seen: set[str]) -> dict[str
     with watch_warnings() as caught:
         try:
             out, seconds = case.call(mod)
+            result = {"name": case.spec["name"], "seconds": seconds, "error": None, "out": out}
         except Exception as exc:  # the call's failure is the data we report
-            record_warnings(channel, caught, seen)
-            return {"name": case.spec["name"], "error": describe(exc)}
+            result = {"name": case.spec["name"], "error": describe(exc)}
     record_warnings(channel, caught, seen)
-    return {"name": case.spec["name"], "seconds": seconds, "error": None, "out": out}
+    return result
 
 
 def finish_case(channel: Channel, case: Case, result: dict[str, Any]) -> None:
@@ -293,10 +279,8 @@ def finish_case(channel: Channel, case: Case, result: dict[str, Any]) -> None:
 
 
 def watch_parent(parent: int, every: float = 0.5) -> None:
-    """fa-doctor killed outright (SIGKILL cannot be handled) would leave this child running, holding the GPU:
-    once fa-doctor is gone, end our whole process group. Gone: its pid no longer exists, or we were re-parented
-    (the target "python" may be a wrapper that runs us as its child, so our parent is not always fa-doctor).
-    Sleeping and most kernel waits release the GIL, so this thread runs while the main thread is stuck."""
+    """Once fa-doctor is gone (SIGKILL: its pid no longer exists, or we were re-parented), end our whole process
+    group instead of holding the GPU. Kernel waits release the GIL, so this thread runs while the main one is stuck."""
     first = os.getppid()
 
     def alive() -> bool:
@@ -321,9 +305,7 @@ def watch_parent(parent: int, every: float = 0.5) -> None:
 
 
 def loaded_files(limit: int = 20000) -> list[str]:
-    """Every file the import and the kernels pulled in: module files, extension modules, and the shared objects
-    mapped into this process (/proc/self/maps: CUDA libraries, libtorch, what an LD_PRELOAD added). The verdict
-    cache keys a reused pass on their identity."""
+    """Every file the import and the kernels pulled in: module files and the shared objects in /proc/self/maps."""
     files: dict[str, None] = {}
     for mod in list(sys.modules.values()):
         path = getattr(mod, "__file__", None)

@@ -1,17 +1,10 @@
-"""Turn an exception text (and its __cause__/__context__ chain) into a named cause a user can act on.
-
-The rules are the knowledge base's (fa_doctor/knowledge/errors.json, the table `fa-doctor explain` matches
-pasted errors against), so a smoke-test failure in `check` and the same text pasted into `explain` get the
-same diagnosis. This module keeps the smoke test's contract: `ImportProblem` and its `CAUSES`. The whole chain
-is matched, not only the outermost message: a wrapper such as sgl_kernel's "Can not import FA3" hides the real
-reason in __context__.
-"""
+"""Name the cause of an exception text and its whole __cause__/__context__ chain (sgl_kernel's "Can not import FA3"
+hides the real reason there) by the knowledge base's table, so `check` and `explain` give the same diagnosis."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-# The smoke test's contract lives with the table that fills it (knowledge imports nothing of smoke).
 from fa_doctor.knowledge.problem import CAUSES, ImportProblem
 
 __all__ = ["CAUSES", "ImportProblem", "classify", "demangle"]

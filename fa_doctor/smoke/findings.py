@@ -1,8 +1,5 @@
-"""Findings from one kernel smoke test (fa_doctor.smoke.runner.SmokeResult); see docs/smoke.md for the ids.
-
-Machine-specific reinstall commands come from the caller's `reinstall(key, problem)`; the remedies written here
-are generic but exact, and use the target interpreter's own path so they install into the right place.
-"""
+"""Findings from one kernel smoke test (docs/smoke.md lists the ids). Machine-specific reinstalls come from the
+caller's `reinstall(key, problem)`; the remedies here use the target interpreter's own path."""
 
 from __future__ import annotations
 
@@ -67,7 +64,7 @@ def smoke_findings(result: SmokeResult, *, reinstall: Reinstall) -> list[Finding
         "failed": _failed,
         "crashed": _crashed,
         "timeout": _timeout,
-        "import_failed": _import_failed,
+        "import_failed": _failed,
     }.get(result.status, _crashed)
     return [build(result, reinstall)]
 
@@ -156,32 +153,22 @@ def _mismatch(r: SmokeResult, reinstall: Reinstall) -> Finding:
 
 
 def _failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
+    """`failed` (the call raised) or `import_failed` (import.failed, no timings)."""
     p = r.error
-    message = p.message if p else "the FA call failed"
-    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ())), _timings(r)]
-    if p is not None and p.evidence.get("stage") == "device":
+    imported = r.status == "import_failed"
+    message = p.message if p else "the import failed" if imported else "the FA call failed"
+    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ()))]
+    if imported:
+        title = f"{r.key}: `import {r.module}` fails" + (f": {p.summary}" if p else "")
+    elif p is not None and p.evidence.get("stage") == "device":
         title = f"{r.key}: no kernel could run: {p.summary}"  # the child's torch sees no GPU
     else:
         title = f"{r.key}: the FA kernel call raised {message.splitlines()[0][:160]}"
     return Finding(
-        id="smoke.failed",
+        id="import.failed" if imported else "smoke.failed",
         severity=Severity.FAIL,
         title=title,
-        detail=Lines(line for line in detail if line),
-        evidence=_evidence(r, **_problem_evidence(p)),
-        remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
-    )
-
-
-def _import_failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
-    p = r.error
-    message = p.message if p else "the import failed"
-    detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ()))]
-    return Finding(
-        id="import.failed",
-        severity=Severity.FAIL,
-        title=f"{r.key}: `import {r.module}` fails" + (f": {p.summary}" if p else ""),
-        detail=Lines(line for line in detail if line),
+        detail=Lines(line for line in (*detail, "" if imported else _timings(r)) if line),
         evidence=_evidence(r, **_problem_evidence(p)),
         remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
     )
@@ -263,88 +250,76 @@ def _problem_evidence(p: ImportProblem | None) -> dict[str, Any]:
 def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ...]:
     py = r.python or "python"
     ev = dict(p.evidence) if p else {}
-    show_torch = RunCommand(
-        (py, "-c", "import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)")
-    )
     cause = p.cause if p else "unknown"
-    if cause == "torch_abi":
-        if ev.get("abi") == "cxx11":
-            text = (
-                "Install the build whose C++ ABI matches torch: the wheel name carries cxx11abiTRUE or "
-                "cxx11abiFALSE, and must equal the last value printed below."
-            )
-        elif ev.get("abi") == "torch_version":
-            text = (
-                f"Reinstall the {r.key} build made for the installed torch {r.environment.get('torch', '')} (the "
-                "wheel name carries torchX.Y), or install the torch version the build expects."
-            )
-        else:
-            text = "The extension is incomplete or was built from mismatched sources: reinstall it from a clean build."
-        return (Remedy(text, actions=(show_torch,)),)
-    if cause == "glibc":
+    if cause == "cute_dsl_missing":
+        return _cute_dsl_remedies(r, ev, py)
+    if cause in _SIMPLE:
+        text, argvs = _SIMPLE[cause]
+        return (Remedy(text, actions=_run(py, *argvs)),)
+    top = str(ev.get("module", r.module)).split(".")[0]
+    if cause == "module_missing" and top == "torch":
+        return (Remedy("Install torch into the interpreter that runs the server (see torch.missing)."),)
+    torch = "import torch; print(torch.__version__, torch.version.cuda, torch._C._GLIBCXX_USE_CXX11_ABI)"
+    actions: tuple[RunCommand, ...] = (RunCommand((py, "-c", torch)),)
+    if cause == "torch_abi" and ev.get("abi") == "cxx11":
+        text = (
+            "Install the build whose C++ ABI matches torch: the wheel name carries cxx11abiTRUE or "
+            "cxx11abiFALSE, and must equal the last value printed below."
+        )
+    elif cause == "torch_abi" and ev.get("abi") == "torch_version":
+        text = (
+            f"Reinstall the {r.key} build made for the installed torch {r.environment.get('torch', '')} (the "
+            "wheel name carries torchX.Y), or install the torch version the build expects."
+        )
+    elif cause == "torch_abi":
+        text = "The extension is incomplete or was built from mismatched sources: reinstall it from a clean build."
+    elif cause == "glibc":
         text = (
             f"This build needs {ev.get('requires', 'a newer glibc')}, newer than this system's (see `ldd --version`). "
             "Use a wheel built on an older system (for FA2: 2.7.4.post1 instead of the 2.8 wheels) or build from "
             "source here."
         )
-        return (Remedy(text, actions=(RunCommand(("ldd", "--version")),)),)
-    if cause == "cuda_runtime":
-        lib = ev.get("library", "a CUDA library")
-        if str(lib).startswith("libcuda.so"):
-            return (
-                Remedy(
-                    "Install the NVIDIA driver; `nvidia-smi` must work before any CUDA build can.",
-                    actions=(RunCommand(("nvidia-smi",)),),
-                ),
-            )
-        return (
-            Remedy(
-                f"{lib} is missing: install the {r.key} build made for torch's CUDA version (printed below), "
-                "not one for another CUDA major.",
-                actions=(show_torch,),
-            ),
-        )
-    if cause == "cute_dsl_missing":
-        found = r.environment.get(names.CUTLASS_DSL) or r.environment.get(names.DSL_CORE)
-        ver = version_of(str(found)) if found else None  # the child's text: only a real version goes into a command
-        remedies = []
-        if str(ev.get("module", "")).startswith("cutlass") and ver and py.startswith("/"):
-            # From 4.6.0 on the `cutlass` package ships in libs-core; before, in the metapackage's own wheel.
-            owner = names.DSL_CORE if ecosystem.exists(names.DSL_CORE, ver) else names.CUTLASS_DSL
-            remedies.append(
-                planned(
-                    ReinstallSame(
-                        (f"{owner}=={ver}",),
-                        f"The `cutlass` Python package of CuTe DSL {ver} ships in {owner}: reinstall it at that "
-                        "version, without its dependencies.",
-                    )
-                )
-            )
-        remedies.append(
-            Remedy(
-                f"Install {names.FLASH_ATTN_4} and its CuTe DSL runtime into this interpreter's own site-packages, "
-                "not with `pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on "
-                "sys.path is only read in a real site directory (the reinstall below does it)."
-            )
-        )
-        return tuple(remedies)
-    if cause in _SIMPLE:
-        text, argvs = _SIMPLE[cause]
-        return (Remedy(text, actions=_run(py, *argvs)),)
-    if cause == "module_missing":
-        mod = str(ev.get("module", r.module))
-        if mod.split(".")[0] == "torch":
-            return (Remedy("Install torch into the interpreter that runs the server (see torch.missing)."),)
-        top = mod.split(".")[0]
+        actions = (RunCommand(("ldd", "--version")),)
+    elif cause == "cuda_runtime" and str(ev.get("library", "")).startswith("libcuda.so"):
+        text = "Install the NVIDIA driver; `nvidia-smi` must work before any CUDA build can."
+        actions = (RunCommand(("nvidia-smi",)),)
+    elif cause == "cuda_runtime":
         text = (
-            f"Python cannot import '{mod}': install it into this interpreter, and do not start the server from inside "
-            "a source checkout whose folder shadows the installed package. The command shows which one is found."
+            f"{ev.get('library', 'a CUDA library')} is missing: install the {r.key} build made for torch's CUDA "
+            "version (printed below), not one for another CUDA major."
         )
-        code = f'import importlib.util as u; print(u.find_spec("{top}"))' if _MODULE.match(top) else ""
-        return (Remedy(text, actions=(RunCommand((py, "-c", code)),) if code else ()),)
-    line = _import_line(r.module)
-    return (
+    elif cause == "module_missing":
+        text = (
+            f"Python cannot import '{ev.get('module', r.module)}': install it into this interpreter, and do not start "
+            "the server from inside a source checkout whose folder shadows the installed package. The command shows "
+            "which one is found."
+        )
+        code = f'import importlib.util as u; print(u.find_spec("{top}"))'
+        actions = (RunCommand((py, "-c", code)),) if _MODULE.match(top) else ()
+    else:
+        line = _import_line(r.module)
+        text = "Run the import by hand to see the full traceback."
+        actions = _run(py, (_PY, "-c", line)) if line else ()
+    return (Remedy(text, actions=actions),)
+
+
+def _cute_dsl_remedies(r: SmokeResult, ev: dict[str, Any], py: str) -> tuple[Remedy, ...]:
+    found = r.environment.get(names.CUTLASS_DSL) or r.environment.get(names.DSL_CORE)
+    ver = version_of(str(found)) if found else None  # the child's text: only a real version goes into a command
+    remedies = []
+    if str(ev.get("module", "")).startswith("cutlass") and ver and py.startswith("/"):
+        # From 4.6.0 on the `cutlass` package ships in libs-core; before, in the metapackage's own wheel.
+        owner = names.DSL_CORE if ecosystem.exists(names.DSL_CORE, ver) else names.CUTLASS_DSL
+        text = (
+            f"The `cutlass` Python package of CuTe DSL {ver} ships in {owner}: reinstall it at that version, "
+            "without its dependencies."
+        )
+        remedies.append(planned(ReinstallSame((f"{owner}=={ver}",), text)))
+    remedies.append(
         Remedy(
-            "Run the import by hand to see the full traceback.", actions=_run(py, (_PY, "-c", line)) if line else ()
-        ),
+            f"Install {names.FLASH_ATTN_4} and its CuTe DSL runtime into this interpreter's own site-packages, "
+            "not with `pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on "
+            "sys.path is only read in a real site directory (the reinstall below does it)."
+        )
     )
+    return tuple(remedies)

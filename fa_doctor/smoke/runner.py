@@ -1,10 +1,8 @@
 """Run the smoke child in the target interpreter and turn whatever happens to it into a SmokeResult.
 
-The child (child.py) is started as `python -c <source>` so that sys.path[0] is the working directory, as it is
-for `python -m sglang...`; running it by path would put fa_doctor/smoke/ first on sys.path. It reports JSON
-lines on a private pipe; this module reads them as they come (live progress, partial results survive a crash)
-through fa_doctor.process.proc, which bounds the run and leaves no process of the child's behind, and classifies the
-errors. Nothing on the pipe is trusted: a malformed line is dropped, a malformed field is ignored.
+The child runs as `python -c <source>`, so sys.path[0] is the working directory as for `python -m sglang...`. Its
+JSON lines on a private pipe are read as they come (live progress; partial results survive a crash) and trusted in
+nothing: a malformed line is dropped, a malformed field ignored. fa_doctor.process.proc bounds the run.
 """
 
 from __future__ import annotations
@@ -73,12 +71,8 @@ def run_smoke(
     python_flags: Sequence[str] = (),
     cwd: str | None = None,
 ) -> SmokeResult:
-    """Run the child, at most ``timeout`` s; then it and everything it started are gone (fa_doctor.process.proc).
-
-    FA4 (api "cute") with ``use_cache``: the child caches compiled kernels under ``cache_dir`` (default
-    ``~/.cache/fa-doctor/cute-dsl``) in a subfolder named by the hash of what they depend on (see
-    child.cache_identity), never in the user's FA4, SGLang or CuTe DSL caches. Without it, no cache is used.
-    """
+    """Run the child, at most ``timeout`` s; then it and everything it started are gone. FA4 with ``use_cache``
+    caches compiled kernels under ``cache_dir`` (docs/smoke.md, "FA4 compile cache"), never in the user's caches."""
     if target.api not in APIS:
         raise ValueError(f"unknown FA api {target.api!r}; expected one of {', '.join(APIS)}")
     child_env = dict(os.environ if env is None else env)
@@ -137,8 +131,7 @@ def run_smoke(
 
 
 class _Reader:
-    """Collects the child's events, one JSON object a line, trusting none of it (the target may write
-    anything on that pipe)."""
+    """Collects the child's events, one JSON object a line (the target may write anything on that pipe)."""
 
     def __init__(self, module: str, cute: bool, progress: Callable[[str], None] | None) -> None:
         self.module, self.cute = module, cute
@@ -181,15 +174,11 @@ class _Reader:
                     self.progress = None
 
     def _message(self, name: object) -> str | None:
-        if name == "import":
-            return f"importing {self.module}"
         if name == "first_call":
             return (
                 "compiling FA4 kernels (first run)" if self.cute and not self.warm else "running first FA kernel call"
             )
-        if name == "check":
-            return "checking against fp32 reference"
-        return None
+        return {"import": f"importing {self.module}", "check": "checking against fp32 reference"}.get(str(name))
 
     def result(
         self,
@@ -305,11 +294,7 @@ def _case(spec: Mapping[str, Any], ev: Mapping[str, Any]) -> CaseResult:
     value = _finite(ev.get("max_abs_err"))
     tol = float(spec["tolerance"])
     return CaseResult(
-        name=str(spec["name"]),
-        function=str(spec["function"]),
-        dtype=str(spec["dtype"]),
-        head_dim=int(spec["head_dim"]),
-        causal=bool(spec["causal"]),
+        **{k: spec[k] for k in ("name", "function", "dtype", "head_dim", "causal")},  # ours: case_specs()
         max_abs_err=value,
         tolerance=tol,
         passed=text is None and value is not None and value <= tol,

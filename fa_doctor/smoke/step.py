@@ -1,26 +1,33 @@
 """The smoke-test part of `check`: which implementations, on which GPUs, one child each; or the stored verdict of
-an unchanged node (commands/verdict_cache.py)."""
+an unchanged node (docs/smoke.md, "Verdict cache": `--fresh` and `--no-cache` run the kernels whatever is stored,
+and a run that does not pass on every GPU removes the stored verdict of its fingerprint)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import os
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+import fa_doctor
 from fa_doctor.diagnose.checks import node, unmet
 from fa_doctor.diagnose.contain import crash_finding
 from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.diagnose.derive.selection import Selection
 from fa_doctor.model.facts import Facts
-from fa_doctor.model.finding import Finding, Remedy
+from fa_doctor.model.finding import Finding
 from fa_doctor.model.machine import GpuDevice
 from fa_doctor.model.options import CheckOptions
 from fa_doctor.model.result import DeviceSmoke, SmokeSection
-from fa_doctor.smoke.cache import VerdictCache
 
 if TYPE_CHECKING:
     from fa_doctor.diagnose.derive import Derived
     from fa_doctor.smoke.runner import SmokeResult, SmokeTarget
+    from fa_doctor.smoke.verdict_key import Fingerprint
+    from fa_doctor.smoke.verdicts import Proven, Verdict
 
 # (module, calling convention) a server really loads for each implementation key.
 _API = {
@@ -31,6 +38,7 @@ _API = {
     "fa4-sglang": ("", "cute"),  # module from the installed SGLang (its FA4 home moved over time)
     "vllm-fa": ("vllm.vllm_flash_attn", "vllm"),
 }
+_MAX_NAMED = 20  # changed files named in the report
 
 
 def smoke_keys(facts: Facts, selection: Selection | None, states: dict[str, ImplState], every: bool) -> list[str]:
@@ -78,10 +86,8 @@ def smoke_step(
     if not devices:
         return [skipped_finding("no GPU is visible", require_gpu=options.require_gpu)], section
 
-    def reinstall(key: str, problem: object) -> tuple[Remedy, ...]:
-        # A module missing for another distribution (sglang's orjson) is that distribution's remedy, not FA's.
-        return unmet.for_problem(facts, key, problem)
-
+    # A module missing for another distribution (sglang's orjson) is that distribution's remedy, not FA's.
+    reinstall = functools.partial(unmet.for_problem, facts)
     targets = [SmokeTarget(key, *_module(facts, key)) for key in keys]
     cache = VerdictCache(facts, options, targets, devices, [pin_for(d, facts) for d in devices])
     findings: list[Finding] = []
@@ -123,11 +129,8 @@ def run_on_devices(
     options: CheckOptions,
     progress: Callable[[str], None] | None,
 ) -> list[SmokeResult | Exception]:
-    """One child per device, each pinned to its GPU with CUDA_VISIBLE_DEVICES, in parallel.
-
-    FA4 with its compile cache: the first device compiles alone, the others then start warm together, instead of
-    N children compiling the same kernels at once and racing on the cache folder.
-    """
+    """One child per device, each pinned to its GPU with CUDA_VISIBLE_DEVICES, in parallel. FA4 with its compile
+    cache: the first device compiles alone, then the others start warm together instead of racing on the cache."""
     from fa_doctor.smoke.runner import run_smoke
 
     results: list[SmokeResult | Exception] = [RuntimeError("the smoke runner did not return")] * len(devices)
@@ -160,6 +163,105 @@ def run_on_devices(
 
 
 def _on_device(f: Finding, device: GpuDevice, count: int) -> Finding:
-    evidence = {**f.evidence, "gpu": device.index, "gpu_name": device.name}
     title = f"GPU {device.index}: {f.title}" if count > 1 else f.title
-    return Finding(f.id, f.severity, title, f.detail, evidence, f.remedies)
+    return dataclasses.replace(f, title=title, evidence={**f.evidence, "gpu": device.index, "gpu_name": device.name})
+
+
+class VerdictCache:
+    """The smoke step's use of the verdict cache: reuse a passing verdict whose fingerprint holds, store a new one."""
+
+    def __init__(
+        self,
+        facts: Facts,
+        options: CheckOptions,
+        targets: Sequence[SmokeTarget],
+        devices: Sequence[GpuDevice],
+        pins: Sequence[str],
+    ) -> None:
+        from fa_doctor.smoke import verdict_key, verdicts
+
+        self.env = options.env
+        self.devices = list(devices)
+        self.ids = [d.uuid or str(d.index) for d in devices]
+        self.verdict: Verdict | None = None
+        self.proven: Proven | None = None
+        self.changed: tuple[str, ...] = ()
+        self.fingerprint: Fingerprint | None
+        try:
+            self.fingerprint = verdict_key.compute(facts, targets, devices, pins, self.env, options.python_flags)
+        except Exception:  # a verdict that cannot be fingerprinted is run, never reused
+            self.fingerprint = None
+            return
+        if options.fresh or not options.use_cache:
+            return
+        found = verdicts.load(self.fingerprint.value, self.env)
+        if found is None:
+            # The parts that changed since the newest verdict for the same implementations (`smoke.changed`).
+            same = [v for v in verdicts.latest(self.env) if v.parts.get("smoke") == self.fingerprint.parts.get("smoke")]
+            self.changed = tuple(self.fingerprint.changed(same[0].parts)) if same else ()
+        elif moved := self._moved(found, targets):
+            self.changed = tuple(moved)
+        else:
+            self.verdict = found
+
+    def _moved(self, found: Verdict, targets: Sequence[SmokeTarget]) -> list[str]:
+        """What makes a stored verdict of this fingerprint unusable: results for other GPUs or implementations
+        (only a foreign file has those), or a file the children loaded that changed since."""
+        from fa_doctor.smoke import verdict_key
+
+        wanted = {(i, t.key) for i in self.ids for t in targets}
+        if {(device, r.key) for device, r in found.results} != wanted or len(found.results) != len(wanted):
+            return ["results"]
+        if not found.watch:
+            return ["loaded"]  # a verdict that does not say what it loaded is not one to trust
+        now = verdict_key.watch(found.watch)
+        return [f"loaded:{path}" for path, value in found.watch.items() if now[path] != value][:_MAX_NAMED]
+
+    def results(self, target: SmokeTarget) -> list[SmokeResult | Exception] | None:
+        """The stored results of `target`, one per device in order; None when the kernels must run."""
+        if self.verdict is None:
+            return None
+        by_device = {(device, r.key): r for device, r in self.verdict.results}
+        return [by_device[(i, target.key)] for i in self.ids]
+
+    def mark(self, finding: Finding) -> Finding:
+        """A finding made from a reused result says so, and when and where it was proven."""
+        if self.verdict is None:
+            return finding
+        p = self.verdict.proven
+        return dataclasses.replace(
+            finding,
+            title=f"{finding.title} (verdict reused: proven {p.at} on {p.host})",
+            evidence={**finding.evidence, "cached": True, "proven_at": p.at, "proven_on": p.host},
+        )
+
+    def settle(self, outcomes: Sequence[tuple[GpuDevice, SmokeResult]], complete: bool) -> None:
+        """After a run: a verdict that passed everywhere is stored; anything else removes the stored one."""
+        from fa_doctor.smoke import verdict_key, verdicts
+
+        if self.fingerprint is None or self.verdict is not None:
+            return
+        if not complete or not outcomes or any(r.status != "passed" for _, r in outcomes):
+            verdicts.forget(self.fingerprint.value, self.env)
+            return
+        gpus = tuple(f"GPU {d.index} {d.name}" + (f" {d.uuid}" if d.uuid else "") for d in self.devices)
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        proven = verdicts.Proven(at, os.uname().nodename, fa_doctor.__version__, gpus)
+        by_device = {id(d): i for d, i in zip(self.devices, self.ids, strict=True)}
+        results = tuple((by_device[id(d)], r) for d, r in outcomes)
+        loaded = verdict_key.watched(r for _, r in results)
+        if loaded is None:
+            return  # the children did not say what they loaded: nothing to key a reuse on
+        watch = verdict_key.watch(loaded)
+        verdict = verdicts.Verdict(self.fingerprint.value, self.fingerprint.parts, proven, results, watch)
+        if verdicts.store(verdict, self.env) is None:
+            self.proven = proven
+
+    def section(self) -> dict[str, Any]:
+        """The SmokeSection's cache fields."""
+        return {
+            "cached": self.verdict is not None,
+            "fingerprint": self.fingerprint.value if self.fingerprint else None,
+            "proven": self.verdict.proven if self.verdict else self.proven,
+            "changed": self.changed,
+        }

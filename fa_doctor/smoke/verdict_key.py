@@ -1,25 +1,10 @@
-"""The fingerprint of a smoke verdict: everything the result of running the kernels depends on.
+"""The fingerprint of a smoke verdict: everything the result of running the kernels depends on, read cheaply.
 
-A verdict is reused only while every part below is unchanged (docs/smoke.md, "Verdict cache"):
-
-- `interpreter`: the target's executable, version, real binary and its stat, prefix and search path;
-  `flags`: the interpreter options the server runs with (exec: `-I`, `-E`, `-S`, `-W error`, ...);
-  `path`: the identity of every search-path folder (a new `.pth`, `sitecustomize.py`, module or folder changes
-  it); `cwd`: the working folder and its identity;
-- `dist:<name>`: each distribution the selected implementations import, as its RECORD plus the stat of every
-  file it lists (smoke/fingerprint.py);
-- `torch`: the build facts and the stat of its metadata and version.py;
-- `env:<NAME>`: every environment variable, but the terminal and session ones in IGNORED_VARIABLES;
-- `gpus`: the driver and CUDA driver versions, each smoke-tested device's model, capability, memory and UUID,
-  and the CUDA_VISIBLE_DEVICES value it is pinned with;
-- `smoke`: the implementations, modules and calling conventions; `tool`: fa-doctor's version, the child's
-  source and the cases.
-
-After a run, the verdict also records every file the children loaded (module files, extension modules and
-each shared object mapped into them) with its identity (realpath, size, mtime, ctime, inode, device): a reuse
-re-checks each one (`watch()`), so an extension rebuilt in place, an upgraded CUDA library wheel or a module
-whose symlink now points elsewhere runs the kernels again. When in doubt, rerun: a verdict whose children did
-not say what they loaded is never stored.
+A verdict is reused only while every part is unchanged (docs/smoke.md, "Verdict cache", lists them). They must
+cost far less than the smoke test they stand in for, so nothing here reads a package's files: a distribution is
+its RECORD plus the stat of every file it lists. After a run, the verdict also records the identity of every file
+the children loaded; a reuse re-checks each one (`watch()`). Every path comes from the target and is hostile:
+reads go through probes/files.py (bounded, regular files only), and nothing here raises.
 """
 
 from __future__ import annotations
@@ -28,15 +13,21 @@ import functools
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import fa_doctor
 from fa_doctor.catalog import implementations, names
 from fa_doctor.model.facts import Facts
+from fa_doctor.model.install import Distribution
 from fa_doctor.model.machine import GpuDevice
+from fa_doctor.probes.files import read
 from fa_doctor.smoke import APIS, SmokeResult, SmokeTarget, case_specs
-from fa_doctor.smoke import fingerprint as fp
+
+_RECORD_BYTES = 8 << 20  # sglang's RECORD is 0.7 MB; an FA4 runtime's are a few KB each
+_MAX_FILES = 20000  # stat calls per distribution; past this the digest says "truncated"
+_META_FILES = ("METADATA", "PKG-INFO", "RECORD", "direct_url.json", "INSTALLER", "installed-files.txt")
 
 # What an implementation imports besides its own distributions. `flash_attn` is a namespace two distributions
 # fill (FA2 up to 2.8.3.post1 ships a flash_attn/cute of its own): both are watched for either.
@@ -46,7 +37,6 @@ _EXTRA: Mapping[str, tuple[str, ...]] = {
     "fa4": (names.FLASH_ATTN, *_FA4_RUNTIME),
     "fa4-sglang": (names.SGL_FA4, *_FA4_RUNTIME),
 }
-
 
 # The environment is part of the key, all of it (LD_PRELOAD, PYTHONWARNINGS, CUDA_*, CUTE_DSL_*, ...), except
 # these, which a kernel test cannot depend on: the terminal, the shell's own bookkeeping, the session.
@@ -74,6 +64,55 @@ class Fingerprint:
         return sorted(k for k in {*self.parts, *before} if self.parts.get(k) != before.get(k))
 
 
+def digest(*parts: object) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(repr(part).encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def stat_key(path: str) -> tuple[object, ...]:
+    """(kind, size, mtime_ns, ctime_ns, inode, device), or why there is none. ctime is in it: a file rewritten in
+    place with its mtime put back (`touch -d`, `cp -p`) still gets a new ctime, which no user can set."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as exc:
+        return ("missing", type(exc).__name__)
+    kind = "file" if stat.S_ISREG(st.st_mode) else "link" if stat.S_ISLNK(st.st_mode) else f"mode {st.st_mode:o}"
+    return (kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def _real(path: str) -> str:
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return path
+
+
+def _files(paths: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for count, path in enumerate(paths):
+        if count >= _MAX_FILES:
+            h.update(b"truncated")
+            break
+        h.update(f"{path}\0{stat_key(path)}\n".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def _distribution(dist: Distribution) -> str:
+    """The RECORD's bytes and the stat of each file it lists; without a RECORD, the stat of its metadata files."""
+    meta = _files(os.path.join(dist.metadata_dir, name) for name in _META_FILES)
+    base = (dist.normalized, dist.version, dist.location, dist.metadata_dir, dist.editable_dir, meta)
+    if dist.files is None:
+        return digest(*base, "no RECORD read")
+    record = read(os.path.join(dist.metadata_dir, "RECORD"), _RECORD_BYTES)
+    record_hash = hashlib.sha256(record.data).hexdigest() if record.data is not None else record.problem
+    # An import rewrites a stale .pyc pip compiled (after its source was touched): the source's stat stands for it.
+    listed = _files(os.path.join(dist.location, rel) for rel in dist.files if not rel.endswith(".pyc"))
+    return digest(*base, record_hash, record.truncated, listed)
+
+
 def distributions_of(key: str) -> tuple[str, ...]:
     impl = implementations.BY_KEY.get(key)
     own = impl.distributions if impl is not None else ()
@@ -85,7 +124,7 @@ def _tool(version: str) -> str:
     from fa_doctor.smoke.runner import child_source
 
     child = hashlib.sha256(child_source().encode()).hexdigest()
-    return fp.digest(version, child, json.dumps({api: case_specs(api) for api in APIS}, sort_keys=True))
+    return digest(version, child, json.dumps({api: case_specs(api) for api in APIS}, sort_keys=True))
 
 
 def compute(
@@ -98,14 +137,18 @@ def compute(
 ) -> Fingerprint:
     """Stat calls and a few small reads only: this runs before every `exec` of an unchanged node."""
     target = facts.target
+    real = _real(target.executable)  # a venv link's binary, and its stat: a rebuilt python at the same path
     parts: dict[str, str] = {
         "tool": _tool(fa_doctor.__version__),
-        "interpreter": fp.interpreter(target.executable, target.version, target.prefix, target.sys_path),
-        "smoke": fp.digest(sorted((t.key, t.module, t.api) for t in targets)),
-        "path": fp.folders(target.sys_path),
-        "flags": fp.digest(tuple(python_flags)),
-        "cwd": fp.digest(target.cwd, fp.stat_key(target.cwd) if target.cwd else None),
-        "gpus": fp.digest(
+        "interpreter": digest(
+            target.executable, tuple(target.version), real, stat_key(real), target.prefix, tuple(target.sys_path)
+        ),
+        "smoke": digest(sorted((t.key, t.module, t.api) for t in targets)),
+        # A new `.pth`, module or folder in a search-path folder changes its mtime and ctime.
+        "path": digest(*((p, stat_key(p)) for p in target.sys_path)),
+        "flags": digest(tuple(python_flags)),
+        "cwd": digest(target.cwd, stat_key(target.cwd) if target.cwd else None),
+        "gpus": digest(
             facts.gpus.driver_version,
             facts.gpus.cuda_driver_version,
             [(d.index, d.physical_index, d.name, d.capability, d.memory_mib, d.uuid) for d in devices],
@@ -115,23 +158,23 @@ def compute(
     wanted = dict.fromkeys(n for t in targets for n in distributions_of(t.key))
     for name in wanted:
         copies = facts.scan.named(name)
-        parts[f"dist:{name}"] = fp.digest(*(fp.distribution(d) for d in copies)) if copies else "absent"
+        parts[f"dist:{name}"] = digest(*(_distribution(d) for d in copies)) if copies else "absent"
     torch = facts.torch
     torch_dist = facts.scan.first(names.TORCH)
-    parts["torch"] = fp.digest(
+    parts["torch"] = digest(
         (torch.version, torch.cuda, torch.hip, torch.cxx11_abi, torch.location) if torch else None,
-        fp.distribution(torch_dist) if torch_dist else None,
-        fp.stat_key(os.path.join(torch.location, "version.py")) if torch else None,
+        _distribution(torch_dist) if torch_dist else None,
+        stat_key(os.path.join(torch.location, "version.py")) if torch else None,
     )
     for name, value in (os.environ if env is None else env).items():
         if name not in IGNORED_VARIABLES and not name.startswith(IGNORED_PREFIXES):
-            parts[f"env:{name}"] = fp.digest(value)
-    return Fingerprint(fp.digest(sorted(parts.items())), parts)
+            parts[f"env:{name}"] = digest(value)
+    return Fingerprint(digest(sorted(parts.items())), parts)
 
 
 def watched(results: Iterable[SmokeResult]) -> list[str] | None:
-    """Every file the children loaded (module files, extension modules, mapped shared objects); None when a
-    child did not say (an older child, a list cut short): such a verdict is not stored."""
+    """Every file the children loaded; None when a child did not say (a list cut short): such a verdict is not
+    stored."""
     results = list(results)
     if not results or any(not r.loaded for r in results):
         return None
@@ -139,4 +182,6 @@ def watched(results: Iterable[SmokeResult]) -> list[str] | None:
 
 
 def watch(paths: Iterable[str]) -> dict[str, str]:
-    return {path: fp.identity(path) for path in paths}
+    """Each loaded file's identity: where its links lead (a symlinked module's new target) and what is there."""
+    reals = {path: _real(path) for path in paths}
+    return {path: digest(real, stat_key(real))[:20] for path, real in reals.items()}

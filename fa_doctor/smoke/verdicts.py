@@ -1,13 +1,7 @@
-"""The verdict cache: passing smoke results kept under the user's cache folder, reused while their fingerprint
-(fa_doctor/smoke/verdict_key.py) holds.
-
-`$XDG_CACHE_HOME/fa-doctor/verdicts/<fingerprint>.json`, else `~/.cache/fa-doctor/verdicts/`. The two folders
-fa-doctor owns (`fa-doctor/`, `verdicts/`) are created 0700 and must be real folders owned by this user: a
-symbolic link or someone else's folder is refused and nothing is cached. Every file is opened relative to the
-folder's descriptor with O_NOFOLLOW, written to a private temporary file (0600) and renamed into place, read
-only if it is a regular file of this user's under a size bound. A file that is unreadable, corrupted, of
-another version or another fingerprint, or that holds anything but passing results is ignored. A failing
-verdict is never stored, and a failing run removes the passing verdict of the same fingerprint.
+"""The verdict cache's store: passing smoke results under `$XDG_CACHE_HOME/fa-doctor/verdicts/<fingerprint>.json`,
+reused while their fingerprint (verdict_key.py) holds. docs/smoke.md ("Verdict cache", storage) gives the rules:
+folders 0700 and this user's (a link is refused), files opened with O_NOFOLLOW relative to the folder, written
+atomically, read under a size bound, and ignored unless they hold passing results of this fingerprint.
 """
 
 from __future__ import annotations
@@ -17,7 +11,7 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -30,8 +24,16 @@ _MAX_BYTES = 8 << 20  # eight GPUs x six implementations ~200 KB, plus the ident
 _KEEP = 64  # verdicts kept; older ones are removed when a new one is stored
 _STALE_TMP = 3600.0
 _HEX = frozenset("0123456789abcdef")
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_O_NOFOLLOW_CLOEXEC = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _O_NOFOLLOW_CLOEXEC
+_TYPES: dict[str, Any] = {"str": (str,), "bool": (bool,), "int": (int,), "num": (int, float)}
+# The fields of a stored result and of its cases, each of its kind (`_check`).
+_RESULT = dict.fromkeys(("key", "module", "api", "stderr_tail", "stdout_tail", "python"), "str")
+_RESULT |= dict.fromkeys(("signal", "module_file", "flash_attn_origin", "visible_devices", "cache_dir"), "str?")
+_RESULT |= dict.fromkeys(("device_name", "last_phase"), "str?")
+_RESULT |= {"returncode": "int?", "warnings": "strs", "timeout": "num", "environment": "map"}
+_CASE = dict.fromkeys(("name", "function", "dtype"), "str") | {"head_dim": "int", "causal": "bool", "error": "str?"}
+_CASE |= {"max_abs_err": "num?", "tolerance": "num", "seconds": "num?"}
 
 
 class CacheRefused(OSError):
@@ -111,7 +113,7 @@ def load(fingerprint: str, env: Mapping[str, str] | None = None) -> Verdict | No
 
 def _read(folder: int, name: str) -> bytes | None:
     try:
-        fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), dir_fd=folder)
+        fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW_CLOEXEC | os.O_NONBLOCK, dir_fd=folder)
     except OSError:
         return None
     with os.fdopen(fd, "rb") as fh:
@@ -132,8 +134,7 @@ def store(verdict: Verdict, env: Mapping[str, str] | None = None) -> str | None:
     try:
         with _folder(cache_dir(env), create=True) as folder:
             tmp = f".{verdict.fingerprint[:16]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-            fd = os.open(tmp, flags, 0o600, dir_fd=folder)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW_CLOEXEC, 0o600, dir_fd=folder)
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
@@ -151,28 +152,23 @@ def store(verdict: Verdict, env: Mapping[str, str] | None = None) -> str | None:
 
 def forget(fingerprint: str, env: Mapping[str, str] | None = None) -> None:
     """A run with this fingerprint failed: its passing verdict, if any, must not be reused."""
-    if not _valid_hex(fingerprint):
-        return
-    try:
-        with _folder(cache_dir(env), create=False) as folder:
+    if _valid_hex(fingerprint):
+        with suppress(OSError, ValueError), _folder(cache_dir(env), create=False) as folder:
             _unlink(folder, fingerprint + ".json")
-    except (OSError, ValueError):
-        pass
 
 
 def latest(env: Mapping[str, str] | None = None, limit: int = _KEEP) -> list[Verdict]:
     """The stored verdicts, newest first (to say which part changed when none matches)."""
-    out: list[tuple[float, Verdict]] = []
+    out: list[Verdict] = []
     try:
         with _folder(cache_dir(env), create=False) as folder:
-            for name, mtime in _entries(folder)[:limit]:
+            for name, _ in _entries(folder)[:limit]:
                 raw = _read(folder, name)
                 verdict = parse(raw, name[: -len(".json")]) if raw is not None else None
-                if verdict is not None:
-                    out.append((mtime, verdict))
+                out += [verdict] if verdict is not None else []
     except (OSError, ValueError):
         return []
-    return [v for _, v in sorted(out, key=lambda mv: -mv[0])]
+    return out
 
 
 def _entries(folder: int) -> list[tuple[str, float]]:
@@ -193,11 +189,9 @@ def _prune(folder: int, keep: str) -> None:
     now = time.time()
     for name in os.listdir(folder):
         if name.startswith(".") and name.endswith(".tmp"):
-            try:
+            with suppress(OSError):
                 if now - os.stat(name, dir_fd=folder, follow_symlinks=False).st_mtime > _STALE_TMP:
                     _unlink(folder, name)
-            except OSError:
-                continue
 
 
 def _unlink(folder: int, name: str) -> None:
@@ -227,53 +221,37 @@ def _to_doc(v: Verdict) -> dict[str, Any]:
 def parse(raw: bytes, fingerprint: str) -> Verdict | None:
     try:
         doc = json.loads(raw)
-        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or doc.get("tool_version") != fa_doctor.__version__:
+        want = {"schema": SCHEMA, "tool_version": fa_doctor.__version__, "fingerprint": fingerprint}
+        if not isinstance(doc, dict) or any(doc.get(k) != v for k, v in want.items()):
             return None
-        if doc.get("fingerprint") != fingerprint:
-            return None
-        proven = doc["proven"]
-        results = tuple((_str(item["device"]), _result(item["result"])) for item in doc["results"])
+        proven = {k: _check(doc["proven"][k], "str") for k in ("at", "host", "tool_version")}
+        results = tuple((_check(item["device"], "str"), _result(item["result"])) for item in doc["results"])
         if not results:
             return None
         return Verdict(
             fingerprint,
-            _str_map(doc["parts"]),
-            Proven(_str(proven["at"]), _str(proven["host"]), _str(proven["tool_version"]), _strs(proven["gpus"])),
+            _check(doc["parts"], "map"),
+            Proven(**proven, gpus=_check(doc["proven"]["gpus"], "strs")),
             results,
-            _str_map(doc["watch"]),
+            _check(doc["watch"], "map"),
         )
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
 
 
-def _str(value: object) -> str:
-    if not isinstance(value, str):
-        raise TypeError("not a string")
-    return value
-
-
-def _strs(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise TypeError("not a list")
-    return tuple(_str(v) for v in value)
-
-
-def _str_map(value: object) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise TypeError("not an object")
-    return {_str(k): _str(v) for k, v in value.items()}
-
-
-def _opt_str(value: object) -> str | None:
-    return None if value is None else _str(value)
-
-
-def _number(value: object, *, optional: bool = False) -> float | None:
-    if value is None and optional:
+def _check(value: Any, kind: str) -> Any:
+    """An untrusted JSON value of this kind ("str", "num", "int", "bool", "strs", "map"; "?": or null), or
+    TypeError. A number is never a bool and becomes a float; a list of strings becomes a tuple."""
+    if value is None and kind.endswith("?"):
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError("not a number")
-    return float(value)
+    kind = kind.rstrip("?")
+    if kind == "strs" and isinstance(value, list):
+        return tuple(_check(v, "str") for v in value)
+    if kind == "map" and isinstance(value, dict):
+        return {_check(k, "str"): _check(v, "str") for k, v in value.items()}
+    if isinstance(value, _TYPES.get(kind, ())) and (kind in ("str", "bool") or not isinstance(value, bool)):
+        return float(value) if kind == "num" else value
+    raise TypeError(f"not a {kind}")
 
 
 def _result(d: Mapping[str, Any]) -> SmokeResult:
@@ -282,52 +260,12 @@ def _result(d: Mapping[str, Any]) -> SmokeResult:
     cases = tuple(_case(c) for c in d["cases"])
     if not cases or not all(c.passed for c in cases):
         raise ValueError("a passing result has passing cases")
-    rc = d["returncode"]
-    if rc is not None and (isinstance(rc, bool) or not isinstance(rc, int)):
-        raise TypeError("returncode")
-    return SmokeResult(
-        key=_str(d["key"]),
-        module=_str(d["module"]),
-        api=_str(d["api"]),
-        status="passed",
-        phases={_str(k): float(_number(v) or 0.0) for k, v in d["phases"].items()},
-        cases=cases,
-        signal=_opt_str(d["signal"]),
-        returncode=rc,
-        stderr_tail=_str(d["stderr_tail"]),
-        stdout_tail=_str(d["stdout_tail"]),
-        warnings=_strs(d["warnings"]),
-        module_file=_opt_str(d["module_file"]),
-        flash_attn_origin=_opt_str(d["flash_attn_origin"]),
-        visible_devices=_opt_str(d["visible_devices"]),
-        cache_dir=_opt_str(d["cache_dir"]),
-        device_name=_opt_str(d["device_name"]),
-        python=_str(d["python"]),
-        timeout=float(_number(d["timeout"]) or 0.0),
-        last_phase=_opt_str(d["last_phase"]),
-        environment=_str_map(d["environment"]),
-    )
+    phases = {_check(k, "str"): _check(v, "num") for k, v in d["phases"].items()}
+    fields = {k: _check(d[k], kind) for k, kind in _RESULT.items()}
+    return SmokeResult(status="passed", phases=phases, cases=cases, **fields)
 
 
 def _case(c: Mapping[str, Any]) -> CaseResult:
-    head_dim = c["head_dim"]
-    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or not isinstance(c["causal"], bool):
-        raise TypeError("case")
     if c["passed"] is not True:
         raise ValueError("a failing case")
-    return CaseResult(
-        name=_str(c["name"]),
-        function=_str(c["function"]),
-        dtype=_str(c["dtype"]),
-        head_dim=head_dim,
-        causal=c["causal"],
-        max_abs_err=_number(c["max_abs_err"], optional=True),
-        tolerance=float(_number(c["tolerance"]) or 0.0),
-        passed=True,
-        seconds=_number(c["seconds"], optional=True),
-        error=_opt_str(c["error"]),
-    )
-
-
-def describe_gpus(devices: Sequence[tuple[int, str, str | None]]) -> tuple[str, ...]:
-    return tuple(f"GPU {i} {name}" + (f" {uuid}" if uuid else "") for i, name, uuid in devices)
+    return CaseResult(passed=True, **{k: _check(c[k], kind) for k, kind in _CASE.items()})
