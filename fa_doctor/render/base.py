@@ -4,12 +4,15 @@ only entry: it passes the result through the boundary (escaping, scrubbing) once
 from __future__ import annotations
 
 import importlib
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.result import Result
+
+if TYPE_CHECKING:
+    from fa_doctor.fleet.model import FleetPayload
 
 FORMATS = ("human", "json", "github", "junit", "markdown")
 
@@ -28,7 +31,9 @@ class Renderer(ABC):
         from fa_doctor.render.boundary import prepare
 
         clean = prepare(result, one_line=self.one_line)
-        text = self.fleet(clean, clean.payload) if isinstance(clean.payload, FleetPayload) else self.format(clean)
+        fleet = sys.modules.get("fa_doctor.fleet.model")  # not loaded: no fleet report can exist
+        is_fleet = fleet is not None and isinstance(clean.payload, fleet.FleetPayload)
+        text = self.fleet(clean, clean.payload) if is_fleet else self.format(clean)
         if self.one_line and self.name != "github":  # github writes workflow commands on purpose
             from fa_doctor.render.escape import defuse_lines
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.human import _MARK, gpu_line, selection_line, summary_text, verdict
 from fa_doctor.render.shell import remedy_lines
+
+if TYPE_CHECKING:
+    from fa_doctor.fleet.model import FleetPayload
 
 # GitHub shows 10 annotations of each kind per step (50 per job) and drops the rest silently.
 ANNOTATIONS_PER_KIND = 10

@@ -6,13 +6,15 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import CheckPayload, ExplainPayload, FixPayload, Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.shell import fix_command, remedy_lines
+
+if TYPE_CHECKING:
+    from fa_doctor.fleet.model import FleetPayload
 
 _MARK = {
     Severity.OK: ("✓", "green"),

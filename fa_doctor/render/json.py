@@ -11,16 +11,18 @@ from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from json.encoder import encode_basestring_ascii
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fa_doctor import __version__
-from fa_doctor.fleet.model import FLEET_SCHEMA, STATUSES, FleetPayload
 from fa_doctor.model.actions import KINDS
 from fa_doctor.model.actions import to_dict as action_dict
 from fa_doctor.model.finding import Finding
 from fa_doctor.model.result import SCHEMA, DeviceSmoke, PackageRow, Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.shell import finding_dict
+
+if TYPE_CHECKING:
+    from fa_doctor.fleet.model import FleetPayload
 
 _MAX_DEPTH = 40
 
@@ -85,6 +87,8 @@ def fleet_document(result: Result, p: FleetPayload) -> dict[str, Any]:
     nodes, prints = p.nodes, [g.fingerprint for g in p.groups]
     ids = [[fid for fid, _ in pairs] for pairs in nodes.finding_sets]
     columns = zip(nodes.names, nodes.groups, nodes.statuses, nodes.findings, nodes.gpus, nodes.sources, strict=True)
+    from fa_doctor.fleet.model import FLEET_SCHEMA, STATUSES
+
     return _top(result, FLEET_SCHEMA, {"engine": p.engine}) | {
         "nodes": len(p.nodes),
         "expected": p.expected,

@@ -9,15 +9,18 @@ import socket
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from fa_doctor import __version__
-from fa_doctor.fleet.model import FleetPayload
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.escape import _visible
 from fa_doctor.render.github import finding_body
 from fa_doctor.render.human import gpu_line, scalar, selection_line
+
+if TYPE_CHECKING:
+    from fa_doctor.fleet.model import FleetPayload
 
 # Characters XML 1.0 forbids even as references: C0 controls but tab/newline/CR, surrogates, U+FFFE/U+FFFF.
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from fa_doctor.fleet.model import FleetFinding, FleetPayload
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import Renderer
 from fa_doctor.render.human import gpu_line, selection_line, summary_text
 from fa_doctor.render.shell import remedy_lines
+
+if TYPE_CHECKING:
+    from fa_doctor.fleet.model import FleetFinding, FleetPayload
 
 _ICON = {"ok": "✅", "warn": "⚠️", "fail": "❌"}
 _SEVERITY = {Severity.OK: "✅ ok", Severity.INFO: "ℹ️ info", Severity.WARN: "⚠️ warn", Severity.FAIL: "❌ fail"}

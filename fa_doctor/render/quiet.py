@@ -3,10 +3,14 @@ warning fails, so it is shown too; an error of fa-doctor itself is its one line.
 
 from __future__ import annotations
 
-from fa_doctor.fleet.model import FleetPayload
+from typing import TYPE_CHECKING
+
 from fa_doctor.model.finding import Severity
 from fa_doctor.model.result import Result
 from fa_doctor.render.human import _STATUS_STYLE, HumanRenderer, summary_text, verdict
+
+if TYPE_CHECKING:
+    from fa_doctor.fleet.model import FleetPayload
 
 
 class QuietRenderer(HumanRenderer):
