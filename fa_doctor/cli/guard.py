@@ -102,6 +102,9 @@ def main_guard(args: list[str]) -> int:
 
 
 def _failed(args: list[str], exc: Exception) -> int:
+    signalled = interrupt.within(exc)
+    if signalled is not None:  # a signal raised inside what wrapped it
+        return emit_interrupted(args, signalled.signum)
     cli = sys.modules.get("fa_doctor.cli.app")
     if cli is not None and isinstance(exc, cli.UsageError):
         return _misuse(args, exc)

@@ -13,8 +13,15 @@ ISSUES = "https://github.com/fa-doctor/fa-doctor/issues"
 
 
 def crash_finding(name: str, exc: BaseException, others_ran: bool = True) -> Finding:
-    """`others_ran`: False when the crashed step is one the other checks needed (the derived facts)."""
+    """`others_ran`: False when the crashed step is one the other checks needed (the derived facts). A signal
+    wrapped in another exception is no crash: it goes on up."""
     import traceback
+
+    from fa_doctor.process.interrupt import within
+
+    signalled = within(exc)
+    if signalled is not None:
+        raise signalled
 
     frames = traceback.extract_tb(exc.__traceback__)
     after = "The other checks still ran; this one" if others_ran else "The checks that need it could not run: this"

@@ -26,6 +26,17 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+def within(exc: BaseException) -> Interrupted | None:
+    """The Interrupted an exception was raised from, if any: Python 3.11 wraps one raised inside a class
+    statement's `__set_name__` (a dataclass field, during an import) in a RuntimeError."""
+    seen: BaseException | None = exc
+    for _ in range(16):  # a bounded walk of the causes
+        if seen is None or isinstance(seen, Interrupted):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def _end_children(sig: int = signal.SIGTERM, grace: float = 1.0) -> None:
     from fa_doctor.process import proc
 
