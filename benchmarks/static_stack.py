@@ -67,6 +67,13 @@ def once(cmd: list[str], env: dict[str, str]) -> float:
     seconds = time.perf_counter() - t0
     if done.returncode not in (0, 1):
         raise SystemExit(f"{cmd} failed with {done.returncode}: {done.stderr.decode()[-600:]}")
+    if "check" in cmd:  # exit 1 is also what a missing module gives: time only a check that reported
+        try:
+            report = json.loads(done.stdout)
+        except ValueError:
+            report = {}
+        if report.get("command") != "check" or report.get("error") is not None:
+            raise SystemExit(f"{cmd} gave no check report (exit {done.returncode}): {done.stderr.decode()[-600:]}")
     return seconds
 
 

@@ -28,8 +28,9 @@ def _commands() -> Any:
 
 
 def dispatch(args: list[str]) -> int:
-    from fa_doctor.cli.app import app
+    from fa_doctor.cli.app import app, app_for
 
+    chosen = app
     if os.environ.get("_FA_DOCTOR_COMPLETE"):  # a completion script asks: typer's protocol, click's answers
         cword = os.environ.get("COMP_CWORD", "")
         if os.environ["_FA_DOCTOR_COMPLETE"].startswith("complete_bash") and not (
@@ -44,7 +45,9 @@ def dispatch(args: list[str]) -> int:
         group = _commands()
         sys.stderr.write(group.get_help(group.make_context("fa-doctor", [], resilient_parsing=True)) + "\n")
         return EXIT_ERROR
-    code = app(args=args, prog_name="fa-doctor", standalone_mode=False)
+    else:
+        chosen = app_for(args[0])
+    code = chosen(args=args, prog_name="fa-doctor", standalone_mode=False)
     return code if isinstance(code, int) else 0
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from fa_doctor.model.install import DistributionScan, SglangFacts
-from fa_doctor.model.machine import GpuFacts, TargetFacts, TorchBuild
+if TYPE_CHECKING:  # a run loads them with the probes, which start before
+    from fa_doctor.model.install import DistributionScan, SglangFacts
+    from fa_doctor.model.machine import GpuFacts, TargetFacts, TorchBuild
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,9 +8,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from fa_doctor.model.actions import Action
-
 if TYPE_CHECKING:
+    from fa_doctor.model.actions import Action
     from fa_doctor.model.intents import Intent
 
 

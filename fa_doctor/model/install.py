@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fa_doctor.catalog.families import normalize
-from fa_doctor.catalog.server_rules import SglangRules
+
+if TYPE_CHECKING:
+    from fa_doctor.catalog.server_rules import SglangRules
 
 
 @dataclass(frozen=True, slots=True)
