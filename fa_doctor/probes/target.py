@@ -9,12 +9,9 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from fa_doctor.model.machine import TargetFacts
 from fa_doctor.process import proc
-
-if TYPE_CHECKING:
-    from fa_doctor.model.machine import TargetFacts
 
 _MARK = "FA-DOCTOR-TARGET "
 _MAX_OUTPUT = 4 << 20  # a sys.path of thousands of entries still fits
@@ -139,8 +136,6 @@ def _failure(python: str, done: proc.Completed, timeout: float) -> TargetError |
 
 
 def _parse(python: str, stdout: str) -> TargetFacts:
-    from fa_doctor.model.machine import TargetFacts  # loaded while the target's interpreter starts
-
     # The last marked line: a .pth may print before us, or print lines that imitate us before we run.
     lines = [line for line in stdout.splitlines() if line.startswith(_MARK)]
     try:
