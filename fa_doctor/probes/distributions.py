@@ -109,20 +109,13 @@ def _load(entry: str, meta_dir: str) -> Distribution:
     name, version = _first(meta, "Name"), _first(meta, "Version")
     problem = None if name and version else f"{expected} has no Name or Version"
     norm = normalize(name or guess)
+    requires = tuple(dist.requires or ())  # Requires-Dist, else requires.txt with its [extra:marker] sections
+    top = tuple((dist.read_text("top_level.txt") or "").split())
+    files = None if norm in _SKIP_RECORD else _files(dist, entry, not is_dist_info)
+    installer = (dist.read_text("INSTALLER") or "").strip() or None
     url, editable = _direct_url(dist.read_text("direct_url.json"))
     return Distribution(
-        name=name or guess,
-        normalized=norm,
-        version=version or "?",
-        location=entry,
-        metadata_dir=meta_dir,
-        requires=tuple(dist.requires or ()),  # Requires-Dist, else requires.txt with its [extra:marker] sections
-        top_level=tuple((dist.read_text("top_level.txt") or "").split()),
-        files=None if norm in _SKIP_RECORD else _files(dist, entry, not is_dist_info),
-        installer=(dist.read_text("INSTALLER") or "").strip() or None,
-        editable_dir=editable,
-        direct_url=url,
-        problem=problem,
+        name or guess, norm, version or "?", entry, meta_dir, requires, top, files, installer, editable, url, problem
     )
 
 

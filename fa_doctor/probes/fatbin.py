@@ -101,29 +101,27 @@ class _Walk:
                 continue
             if magic != FATBIN_MAGIC:
                 raise ValueError(f"no fatbin magic at section offset {pos - self.start} (found {magic:#010x})")
-            padding, first, stop = 0, pos + header_size, pos + header_size + size
+            padding, stop = 0, pos + header_size + size
             if header_size < _CONTAINER.size or stop > self.end:
                 raise ValueError(
                     f"the container at section offset {pos - self.start} claims {size} bytes, past the section's end"
                 )
             self.containers += 1
-            self.entries_in(first, stop)
+            pos += header_size
+            while pos + _ENTRY.size <= stop:
+                fields = _ENTRY.unpack(self.read(pos, _ENTRY.size))
+                kind, header_size, payload, arch, flags = fields[0], fields[2], fields[3], fields[8], fields[11]
+                if not _ENTRY.size <= header_size <= MAX_ENTRY_HEADER or pos + header_size + payload > stop:
+                    raise ValueError(f"a malformed entry header (kind {kind}, header {header_size}, payload {payload})")
+                self.entries += 1
+                if self.entries > MAX_ENTRIES:
+                    raise ValueError(f"more than {MAX_ENTRIES} entries")
+                if kind == KIND_PTX or kind in _CUBIN_KINDS:
+                    suffix = "a" if flags & ARCH_SPECIFIC else "f" if flags & FAMILY_SPECIFIC else ""
+                    self.counts[Arch(kind == KIND_PTX, arch, suffix)] += 1
+                self.compressed += bool(flags & COMPRESSED)
+                pos += header_size + payload
             pos = stop
-
-    def entries_in(self, pos: int, stop: int) -> None:
-        while pos + _ENTRY.size <= stop:
-            fields = _ENTRY.unpack(self.read(pos, _ENTRY.size))
-            kind, header_size, payload, arch, flags = fields[0], fields[2], fields[3], fields[8], fields[11]
-            if not _ENTRY.size <= header_size <= MAX_ENTRY_HEADER or pos + header_size + payload > stop:
-                raise ValueError(f"a malformed entry header (kind {kind}, header {header_size}, payload {payload})")
-            self.entries += 1
-            if self.entries > MAX_ENTRIES:
-                raise ValueError(f"more than {MAX_ENTRIES} entries")
-            if kind == KIND_PTX or kind in _CUBIN_KINDS:
-                suffix = "a" if flags & ARCH_SPECIFIC else "f" if flags & FAMILY_SPECIFIC else ""
-                self.counts[Arch(kind == KIND_PTX, arch, suffix)] += 1
-            self.compressed += bool(flags & COMPRESSED)
-            pos += header_size + payload
 
 
 def read_fatbin(elf: ElfInfo, *, deadline: float | None = None) -> FatbinInfo:

@@ -154,12 +154,6 @@ def _na(value: str) -> str | None:
     return None if value.lower() in _NA else value
 
 
-def _capability(value: str) -> tuple[tuple[int, int] | None, str | None]:
-    """(major, minor) from "9.0", or None and the text as given ("9.0a" or "[N/A]" is not one to trust)."""
-    m = _CAPABILITY.fullmatch(value.strip())
-    return ((int(m.group(1)), int(m.group(2))), None) if m else (None, value.strip()[:64])
-
-
 def _int(value: str | None) -> int | None:
     return int(value) if value is not None and _ASCII_INT.fullmatch(value) else None
 
@@ -173,10 +167,12 @@ def _parse_smi(stdout: str, with_cap: bool) -> tuple[list[GpuDevice], str | None
         index = _int(head[0].strip())
         if len(tail) != (4 if with_cap else 3) or index is None:
             continue  # garbage line; a name holding commas still lands whole in tail[0]
-        cap, raw = _capability(tail[1]) if with_cap else (None, None)
+        # (major, minor) from "9.0", else the text as given ("9.0a" or "[N/A]" is not one to trust)
+        m = _CAPABILITY.fullmatch(tail[1].strip()) if with_cap else None
+        cap = (int(m.group(1)), int(m.group(2))) if m else None
+        raw = tail[1].strip()[:64] if with_cap and not m else None
         driver = driver or _na(tail[-1])
-        mib = _int(_na(tail[-2]))
-        devices.append(GpuDevice(index, index, _na(tail[0]) or "unknown", cap, mib, _na(head[1]), raw))
+        devices.append(GpuDevice(index, index, _na(tail[0]) or "unknown", cap, _int(_na(tail[-2])), _na(head[1]), raw))
     return devices, driver
 
 

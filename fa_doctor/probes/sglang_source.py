@@ -142,7 +142,10 @@ def read_sglang(dist: Distribution, override_name: str, scan: DistributionScan |
     rules, note = read_rules(dist)
     backend_found = rules.source == "catalog" or files.is_regular(os.path.join(root, BACKEND))
     if rules.source == "scan" and not rules.backends and backend_found:
-        rules = _with_backends(rules, _text(os.path.join(root, BACKEND)))
+        # No registry could be read (it moved, or a trimmed install): FA3, and the versions FlashAttentionBackend
+        # compares fa_impl_ver with (a fallback only: a comparison is not proof that a backend name maps to it).
+        compared = re.findall(r"fa_impl_ver\s*==\s*(\d)", _text(os.path.join(root, BACKEND)))
+        rules = replace(rules, backends=tuple((f"fa{v}", v) for v in sorted({3} | {int(v) for v in compared})))
     module, own, fa4_from = _fa4(rules, root, scan)
     switch = rules.fa4_switch
     return SglangFacts(
@@ -160,10 +163,3 @@ def read_sglang(dist: Distribution, override_name: str, scan: DistributionScan |
         fa4_from=fa4_from,
         note=note,
     )
-
-
-def _with_backends(rules: SglangRules, backend: str) -> SglangRules:
-    """No registry could be read (it moved, or a trimmed install): FA3, and the versions FlashAttentionBackend
-    compares fa_impl_ver with (a fallback only: a comparison is not proof that a backend name maps to it)."""
-    versions = sorted({3} | {int(v) for v in re.findall(r"fa_impl_ver\s*==\s*(\d)", backend)})
-    return replace(rules, backends=tuple((f"fa{v}", v) for v in versions))
