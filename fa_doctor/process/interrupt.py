@@ -50,8 +50,16 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         if _pending is None:
             _pending = signum
         return
-    if _mode == _EXIT:
-        _exit_now(signum)
+    if _mode == _EXIT:  # the report is out: end with 128+N at once, nothing more written
+        for sig in SIGNALS:
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, signal.SIG_IGN)
+        with contextlib.suppress(BaseException):
+            _end_children(signal.SIGKILL, 0.0)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):  # None too (no stdout): AttributeError
+                stream.flush()
+        os._exit(128 + signum)
     # Repeats are ignored while this one unwinds, by a Python no-op: with SIG_IGN CPython prints a traceback.
     for sig in SIGNALS:
         signal.signal(sig, _ignore)
@@ -61,18 +69,6 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 def _ignore(signum: int, frame: object) -> None:
     del signum, frame
-
-
-def _exit_now(signum: int) -> None:
-    for sig in SIGNALS:
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(sig, signal.SIG_IGN)
-    with contextlib.suppress(BaseException):
-        _end_children(signal.SIGKILL, 0.0)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):  # None too (no stdout): AttributeError
-            stream.flush()
-    os._exit(128 + signum)
 
 
 _handled: set[int] = set()  # signals whose SIG_IGN is our own (set while one unwinds), not the caller's
