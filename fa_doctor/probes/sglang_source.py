@@ -64,11 +64,8 @@ def sources(root: str) -> dict[str, str]:
     for folder, dirs, names_ in os.walk(walked) if os.path.isdir(walked) else ():
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")[:50]
         rels += [os.path.relpath(os.path.join(folder, n), root).replace(os.sep, "/") for n in sorted(names_)[:200]]
-    out = {}
-    for rel in rels:
-        if sglang_rules.SOURCE_FILES.match(rel) and files.is_regular(os.path.join(root, rel)):
-            out[rel] = _text(os.path.join(root, rel))
-    return out
+    found = (rel for rel in rels if sglang_rules.SOURCE_FILES.match(rel))
+    return {rel: _text(os.path.join(root, rel)) for rel in found if files.is_regular(os.path.join(root, rel))}
 
 
 def _edited(dist: Distribution) -> list[str]:
