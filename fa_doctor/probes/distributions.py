@@ -56,8 +56,7 @@ class _Bounded(PathDistribution):
 
 
 def _first(meta: PackageMetadata, key: str) -> str | None:
-    values = meta.get_all(key)
-    return str(values[0]) if values else None
+    return str(values[0]) if (values := meta.get_all(key)) else None
 
 
 def _files(dist: _Bounded, entry: str, egg: bool) -> tuple[str, ...] | None:

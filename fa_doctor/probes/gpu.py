@@ -184,13 +184,12 @@ def _probe_smi(env: Mapping[str, str], timeout: float) -> tuple[list[GpuDevice],
         if isinstance(res, str):
             return res
         code, out, err = res
-        if code != 0 and "compute_cap" in fields and "compute_cap" in out + err:
-            fields.remove("compute_cap")  # drivers before ~510 cannot report it: retry without
-            continue
-        if code != 0:
+        if code == 0:
+            devices, driver = _parse_smi(out, "compute_cap" in fields)
+            return (devices, driver) if devices else f"no GPU rows in output: {_first_line(out, err)!r}"
+        if "compute_cap" not in fields or "compute_cap" not in out + err:
             return f"exit {code}: {_first_line(err, out)}"
-        devices, driver = _parse_smi(out, "compute_cap" in fields)
-        return (devices, driver) if devices else f"no GPU rows in output: {_first_line(out, err)!r}"
+        fields.remove("compute_cap")  # drivers before ~510 cannot report it: retry without
 
 
 def _driver_present() -> bool:
@@ -300,7 +299,6 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
 
 
 # The early probe, beside the CLI's imports; a check asking the same question takes its answer, once.
-
 _early: tuple[tuple[str, dict[str, str], float], threading.Thread, dict[str, GpuFacts]] | None = None
 
 
