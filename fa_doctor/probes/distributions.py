@@ -1,6 +1,5 @@
-"""Installed distributions on the target's search path, read in fa-doctor's own process with importlib.metadata's
-`PathDistribution`: only FA-stack names are opened, each file through probes/files.py (bounded, never a FIFO); what
-could not be read is the distribution's `problem`, never an exception (docs/internals.md, "Distributions")."""
+"""Installed distributions on the target's search path, read with importlib.metadata's `PathDistribution`, FA-stack
+names only, through probes/files.py; what cannot be read is a `problem` (docs/internals.md, "Distributions")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What an SGLang release does with FlashAttention, read from its source files with `ast` (never imported): by
-scripts/server_facts.py for the catalog's rows, by probes/sglang_source.py for a release the catalog does not hold
-(the rules and their encoding: docs/catalog.md, "servers.py")."""
+"""What an SGLang release does with FlashAttention, read from its source files with `ast` (never imported), for the
+catalog's rows and for a release the catalog does not hold (rules and encoding: docs/catalog.md, "servers.py")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What the installed SGLang does with FlashAttention: its release's rules from fa-doctor's catalog, else (a release
-the catalog does not hold, or files that differ from the wheel's RECORD) read from the installed source files; and
-where FA4 comes from, which can depend on the installed kernel package (catalog/servers.py KERNELS)."""
+"""What the installed SGLang does with FlashAttention: the catalog's rules for its release, else (unknown release, or
+edited files) those read from its source; and where FA4 comes from (can depend on the kernel package's version)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """One signal path: SIGINT, SIGTERM and SIGHUP end every child group, then unwind the run as `Interrupted` (a
-BaseException, so `contained()` does not swallow it; the CLI exits 130/143/129). Modes: `defer()` records a signal,
-`arm()` raises it, `finishing()` exits with 128+N at once (docs/internals.md, "Signals")."""
+BaseException: the CLI exits 128+N); `defer()`, `arm()`, `finishing()` set the mode (docs/internals.md, "Signals")."""
 
 from __future__ import annotations
 
@@ -105,9 +104,8 @@ def arm() -> None:
     _mode = _RAISE
     signum, _pending = _pending, None
     if signum is not None:
-        for sig in SIGNALS:
-            if sig in _handled:
-                signal.signal(sig, _ignore)
+        for sig in (s for s in SIGNALS if s in _handled):
+            signal.signal(sig, _ignore)
         _end_children()
         raise Interrupted(signum)
 

@@ -1,6 +1,5 @@
-"""The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind (its group,
-descendants and every process carrying its ``FA_DOCTOR_RUN`` token are killed); ``terminate_all`` is safe in a
-signal handler. Design and limits: docs/internals.md, "Subprocesses"."""
+"""The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind (group,
+descendants, ``FA_DOCTOR_RUN`` token); ``terminate_all`` is signal-safe (docs/internals.md, "Subprocesses")."""
 
 from __future__ import annotations
 
@@ -127,11 +126,10 @@ class Child:
                         sel.unregister(key.fd)
                         pipes -= 1
                     elif isinstance(key.data, bytearray):
-                        buf = key.data
-                        buf += chunk
-                        if len(buf) > max_output:
+                        key.data.extend(chunk)
+                        if len(key.data) > max_output:
                             truncated = True
-                            del buf[:-max_output]
+                            del key.data[:-max_output]
                     else:
                         key.data(chunk)
                 if exited_at is None and _exited(self.proc):
