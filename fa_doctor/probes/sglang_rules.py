@@ -82,9 +82,7 @@ def _ints(node: ast.AST) -> set[int]:
 
 def _choices(trees: Mapping[str, ast.Module]) -> tuple[str, ...]:
     for tree in trees.values():
-        for stmt in tree.body:
-            if not isinstance(stmt, ast.Assign) or not isinstance(stmt.value, ast.List):
-                continue
+        for stmt in (s for s in tree.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.List)):
             if any(isinstance(t, ast.Name) and t.id == "ATTENTION_BACKEND_CHOICES" for t in stmt.targets):
                 return _strings(stmt.value)
     for tree in trees.values():
@@ -184,9 +182,7 @@ def _registry(trees: Mapping[str, ast.Module]) -> tuple[dict[str, str], list[tup
 def _startup_refusals(trees: Mapping[str, ast.Module]) -> list[tuple[str, ...]]:
     """server_args' `if self.attention_backend == "fa4" or ...: raise`, for tests made only of such comparisons."""
     out: list[tuple[str, ...]] = []
-    for path, tree in trees.items():
-        if not ("server_args" in path or "arg_groups" in path):
-            continue
+    for path, tree in ((p, t) for p, t in trees.items() if "server_args" in p or "arg_groups" in p):
         for node in (n for n in ast.walk(tree) if isinstance(n, ast.If)):
             raises = [s for s in node.body if isinstance(s, ast.Raise)]
             test = node.test
