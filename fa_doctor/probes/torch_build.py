@@ -20,14 +20,6 @@ _CHUNK = 1 << 20
 _MAX_LIB = 256 << 20
 
 
-def _find_torch(sys_path: Sequence[str]) -> str | None:
-    for entry in sys_path:
-        pkg = os.path.join(entry, "torch")
-        if entry and os.path.isfile(os.path.join(pkg, "__init__.py")):  # "" is the caller's directory, not the target's
-            return os.path.abspath(pkg)
-    return None
-
-
 def _version_fields(path: str) -> dict[str, str | None]:
     """Top-level ``name = 'str' | None`` (plain or annotated) assignments; last one wins, as on exec."""
     found: dict[str, str | None] = {}
@@ -44,12 +36,6 @@ def _version_fields(path: str) -> dict[str, str | None]:
         if isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str)):
             found.update({t.id: value.value for t in targets if isinstance(t, ast.Name) and t.id in _FIELDS})
     return found
-
-
-def _cmake_abi(pkg: str) -> bool | None:
-    data = read(os.path.join(pkg, "share", "cmake", "Torch", "TorchConfig.cmake"), _MAX_VERSION_PY).data
-    m = _CMAKE_ABI.search(data) if data is not None else None
-    return m.group(1) == b"1" if m else None
 
 
 def _lib_abi(pkg: str) -> bool | None:
@@ -70,11 +56,13 @@ def _lib_abi(pkg: str) -> bool | None:
 
 def read_torch_build(sys_path: Sequence[str]) -> TorchBuild | None:
     """The first torch package on ``sys_path`` (the target's, in order), or None when there is none."""
-    pkg = _find_torch(sys_path)
+    pkgs = (os.path.join(entry, "torch") for entry in sys_path if entry)  # "" is the caller's folder, not the target's
+    pkg = next((os.path.abspath(p) for p in pkgs if os.path.isfile(os.path.join(p, "__init__.py"))), None)
     if pkg is None:
         return None
     fields = _version_fields(os.path.join(pkg, "version.py"))
     # Older torch recorded the ABI flag in its CMake config; newer ones only in the binaries.
-    abi = _cmake_abi(pkg)
-    abi = _lib_abi(pkg) if abi is None else abi
+    cmake = read(os.path.join(pkg, "share", "cmake", "Torch", "TorchConfig.cmake"), _MAX_VERSION_PY).data
+    m = _CMAKE_ABI.search(cmake) if cmake is not None else None
+    abi = m.group(1) == b"1" if m else _lib_abi(pkg)
     return TorchBuild(fields.get("__version__"), fields.get("cuda"), fields.get("hip"), abi, pkg)
