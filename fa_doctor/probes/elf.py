@@ -245,16 +245,15 @@ def _undefined(r: _Reader, secs: list[Section], dynsym: Section, versions: dict[
 
 
 @contextlib.contextmanager
-def _opened(path: str, deadline: float | None) -> Iterator[tuple[_Reader, list[Section], int]]:
-    """(reader, sections, machine) of `path`; every failure, the file's or the reading's, is an ElfFormatError."""
+def _opened(path: str, deadline: float | None) -> Iterator[tuple[_Reader, int, list[Section]]]:
+    """(reader, machine, sections) of `path`; every failure, the file's or the reading's, is an ElfFormatError."""
     try:
         fd = open_regular(path)
     except OSError as exc:
         raise ElfFormatError(f"cannot open it ({exc.strerror or exc})") from None
     try:
         r = _Reader(fd, os.fstat(fd).st_size, deadline)
-        machine, secs = _sections(r)
-        yield r, secs, machine
+        yield (r, *_sections(r))
     except (OSError, ValueError, IndexError, struct.error, MemoryError, OverflowError) as exc:
         raise ElfFormatError(f"unreadable: {type(exc).__name__}: {exc}") from None
     finally:
@@ -265,7 +264,7 @@ def read_elf(path: str, *, symbols: bool = True, deadline: float | None = None) 
     """Section table, DT_NEEDED/RUNPATH, needed and defined versions and undefined dynamic symbols of `path`."""
     notes: list[str] = []
     try:
-        with _opened(path, deadline) as (r, secs, machine):
+        with _opened(path, deadline) as (r, machine, secs):
 
             def step(what: str, kind: int, read: Callable[[_Reader, list[Section], Section], T]) -> T | None:
                 """A broken optional table is a note, not a failed read: the rest is still worth reporting."""
@@ -366,7 +365,7 @@ class _Lookup:
 def exported(path: str, names: Iterable[str], *, deadline: float | None = None) -> Exports:
     """Which of `names` `path` defines; an unreadable file gives `error` and an empty set."""
     try:
-        with _opened(path, deadline) as (r, secs, _):
+        with _opened(path, deadline) as (r, _, secs):
             dynsym = next((s for s in secs if s.type == SHT_DYNSYM), None)
             if dynsym is None:
                 return Exports(path, frozenset(), "it has no dynamic symbol table")
