@@ -1,6 +1,5 @@
-"""Installed distributions on the target's search path, read in fa-doctor's own process with importlib.metadata's
-`PathDistribution`: only FA-stack names are opened, each file through probes/files.py (bounded, never a FIFO); what
-could not be read is the distribution's `problem`, never an exception (docs/internals.md, "Distributions")."""
+"""Installed distributions on the target's search path, read with importlib.metadata's `PathDistribution`, FA-stack
+names only, through probes/files.py; what cannot be read is a `problem` (docs/internals.md, "Distributions")."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ class _Bounded(PathDistribution):
 
 
 def _first(meta: PackageMetadata, key: str) -> str | None:
-    values = meta.get_all(key)
-    return str(values[0]) if values else None
+    return str(values[0]) if (values := meta.get_all(key)) else None
 
 
 def _files(dist: _Bounded, entry: str, egg: bool) -> tuple[str, ...] | None:
@@ -109,20 +107,13 @@ def _load(entry: str, meta_dir: str) -> Distribution:
     name, version = _first(meta, "Name"), _first(meta, "Version")
     problem = None if name and version else f"{expected} has no Name or Version"
     norm = normalize(name or guess)
+    requires = tuple(dist.requires or ())  # Requires-Dist, else requires.txt with its [extra:marker] sections
+    top = tuple((dist.read_text("top_level.txt") or "").split())
+    files = None if norm in _SKIP_RECORD else _files(dist, entry, not is_dist_info)
+    installer = (dist.read_text("INSTALLER") or "").strip() or None
     url, editable = _direct_url(dist.read_text("direct_url.json"))
     return Distribution(
-        name=name or guess,
-        normalized=norm,
-        version=version or "?",
-        location=entry,
-        metadata_dir=meta_dir,
-        requires=tuple(dist.requires or ()),  # Requires-Dist, else requires.txt with its [extra:marker] sections
-        top_level=tuple((dist.read_text("top_level.txt") or "").split()),
-        files=None if norm in _SKIP_RECORD else _files(dist, entry, not is_dist_info),
-        installer=(dist.read_text("INSTALLER") or "").strip() or None,
-        editable_dir=editable,
-        direct_url=url,
-        problem=problem,
+        name or guess, norm, version or "?", entry, meta_dir, requires, top, files, installer, editable, url, problem
     )
 
 

@@ -38,6 +38,7 @@ MAX_NAME = 4096
 MAX_UNDEFINED = 200_000
 MAX_VERSIONS = 10_000
 _CHUNK = 1 << 20
+_Need = tuple[str, tuple[str, ...]]  # (library, versions) from .gnu.version_r
 
 
 class ElfFormatError(Exception):
@@ -77,7 +78,7 @@ class ElfInfo:
     sections: tuple[Section, ...] = ()
     needed: tuple[str, ...] = ()  # DT_NEEDED, in order
     runpath: tuple[str, ...] = ()  # DT_RUNPATH (or DT_RPATH) entries, $ORIGIN unexpanded
-    version_needs: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (library, versions) from .gnu.version_r
+    version_needs: tuple[_Need, ...] = ()
     version_defs: tuple[str, ...] = ()  # .gnu.version_d names (GLIBCXX_3.4.30 in libstdc++)
     undefined: tuple[Symbol, ...] = ()
     error: str | None = None  # not an ELF64 LE object, or unreadable: nothing else is meaningful
@@ -138,8 +139,8 @@ class _Strings:
         return self.reader.read(self.sec.offset + offset, length, "a name")
 
 
-def _header(r: _Reader) -> tuple[int, int, int, int, int]:
-    """(machine, shoff, shentsize, shnum, shstrndx) after validating the identification bytes."""
+def _sections(r: _Reader) -> tuple[int, list[Section]]:
+    """(machine, section table) after validating the identification bytes and the header."""
     if r.size < _EHDR.size:
         raise ElfFormatError("too short to be an ELF file")
     raw = r.read(0, _EHDR.size, "the ELF header")
@@ -147,8 +148,7 @@ def _header(r: _Reader) -> tuple[int, int, int, int, int]:
         raise ElfFormatError("not an ELF file (no \\x7fELF magic)")
     if raw[4] != 2 or raw[5] != 1:
         raise ElfFormatError("not a 64-bit little-endian ELF file")
-    fields = _EHDR.unpack(raw)
-    machine, shoff, shentsize, shnum, shstrndx = fields[2], fields[6], fields[11], fields[12], fields[13]
+    _, _, machine, _, _, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = _EHDR.unpack(raw)
     if shoff == 0:
         raise ElfFormatError("it has no section headers")
     if shentsize != _SHDR.size:
@@ -159,17 +159,12 @@ def _header(r: _Reader) -> tuple[int, int, int, int, int]:
         shstrndx = zero[6] if shstrndx == 0xFFFF else shstrndx
     if not 0 < shnum <= MAX_SECTIONS:
         raise ElfFormatError(f"implausible section count {shnum}")
-    return machine, shoff, shentsize, shnum, shstrndx
-
-
-def _sections(r: _Reader, shoff: int, shnum: int, shstrndx: int) -> list[Section]:
-    raw = r.read(shoff, shnum * _SHDR.size, "the section headers")
-    rows = list(_SHDR.iter_unpack(raw))
+    rows = list(_SHDR.iter_unpack(r.read(shoff, shnum * _SHDR.size, "the section headers")))
     if shstrndx >= len(rows):
         raise ElfFormatError("the section-name table index is out of range")
     names_row = rows[shstrndx]
     names = _Strings(r, Section(".shstrtab", names_row[1], names_row[4], min(names_row[5], MAX_TABLE), 0))
-    return [Section(names.get(row[0]) if row[0] else "", row[1], row[4], row[5], row[6]) for row in rows]
+    return machine, [Section(names.get(row[0]) if row[0] else "", row[1], row[4], row[5], row[6]) for row in rows]
 
 
 def _linked_strings(r: _Reader, secs: list[Section], sec: Section, whole: bool = True) -> _Strings:
@@ -193,88 +188,72 @@ def _dynamic(r: _Reader, secs: list[Section], dyn: Section) -> tuple[list[str], 
     return needed, runpath
 
 
-def _version_needs(r: _Reader, secs: list[Section], sec: Section) -> tuple[list[tuple[str, list[str]]], dict[int, str]]:
+def _chain(raw: bytes, pos: int, fmt: struct.Struct, limit: int) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """(offset, fields) of each record of a linked list in `raw`, its last field the offset to the next (0 ends it)."""
+    for _ in range(limit):
+        if pos + fmt.size > len(raw):
+            return
+        fields = fmt.unpack_from(raw, pos)
+        yield pos, fields
+        if fields[-1] == 0:
+            return
+        pos += fields[-1]
+
+
+def _version_needs(r: _Reader, secs: list[Section], sec: Section) -> tuple[list[_Need], dict[int, str]]:
     raw = r.table(sec, ".gnu.version_r")
     strings = _linked_strings(r, secs, sec)
-    out: list[tuple[str, list[str]]] = []
+    out: list[_Need] = []
     by_index: dict[int, str] = {}
-    pos, count = 0, 0
-    while pos + _VERNEED.size <= len(raw) and count < MAX_VERSIONS:
-        _, cnt, file_off, aux, nxt = _VERNEED.unpack_from(raw, pos)
+    for pos, (_, cnt, file_off, aux, _) in _chain(raw, 0, _VERNEED, MAX_VERSIONS):
         versions: list[str] = []
-        apos = pos + aux
-        for _ in range(min(cnt, MAX_VERSIONS)):
-            if apos + _VERNAUX.size > len(raw):
-                break
-            _, _, other, name_off, anext = _VERNAUX.unpack_from(raw, apos)
-            name = strings.get(name_off)
-            versions.append(name)
-            by_index[other & 0x7FFF] = name
-            if anext == 0:
-                break
-            apos += anext
-        out.append((strings.get(file_off), versions))
-        count += 1
-        if nxt == 0:
-            break
-        pos += nxt
+        for _, (_, _, other, name_off, _) in _chain(raw, pos + aux, _VERNAUX, min(cnt, MAX_VERSIONS)):
+            versions.append(strings.get(name_off))
+            by_index[other & 0x7FFF] = versions[-1]
+        out.append((strings.get(file_off), tuple(versions)))
     return out, by_index
 
 
 def _version_defs(r: _Reader, secs: list[Section], sec: Section) -> list[str]:
     raw = r.table(sec, ".gnu.version_d")
     strings = _linked_strings(r, secs, sec)
-    out: list[str] = []
-    pos = 0
-    for _ in range(MAX_VERSIONS):
-        if pos + _VERDEF.size > len(raw):
-            break
-        _, flags, _, cnt, _, aux, nxt = _VERDEF.unpack_from(raw, pos)
-        if cnt and pos + aux + _VERDAUX.size <= len(raw) and not flags & 1:  # VER_FLG_BASE names the file itself
-            out.append(strings.get(_VERDAUX.unpack_from(raw, pos + aux)[0]))
-        if nxt == 0:
-            break
-        pos += nxt
-    return out
+    return [
+        strings.get(_VERDAUX.unpack_from(raw, pos + aux)[0])
+        for pos, (_, flags, _, cnt, _, aux, _) in _chain(raw, 0, _VERDEF, MAX_VERSIONS)
+        if cnt and pos + aux + _VERDAUX.size <= len(raw) and not flags & 1  # VER_FLG_BASE names the file itself
+    ]
 
 
 def _undefined(r: _Reader, secs: list[Section], dynsym: Section, versions: dict[int, str]) -> list[Symbol]:
     r.check_size(dynsym, ".dynsym")
     strings = _linked_strings(r, secs, dynsym)
     versym_sec = next((s for s in secs if s.type == SHT_GNU_VERSYM), None)
-    count = dynsym.size // _SYM.size
     versym = r.table(versym_sec, ".gnu.version") if versym_sec and versions else b""
-    found: list[tuple[int, int, bool]] = []  # (index, name offset, weak)
-    per_chunk = _CHUNK // _SYM.size
+    count, per_chunk = dynsym.size // _SYM.size, _CHUNK // _SYM.size
+    found: list[tuple[int, str | None, bool]] = []  # (name offset, version, weak); names are read once all are counted
     for start in range(0, count, per_chunk):
         r.check_time()
-        n = min(per_chunk, count - start)
-        raw = r.read(dynsym.offset + start * _SYM.size, n * _SYM.size, ".dynsym")
+        raw = r.read(dynsym.offset + start * _SYM.size, min(per_chunk, count - start) * _SYM.size, ".dynsym")
         for i, (name, info, _, shndx, _, _) in enumerate(_SYM.iter_unpack(raw), start):
             if shndx == 0 and name and i:
-                found.append((i, name, info >> 4 == 2))  # STB_WEAK
+                tag = versym[2 * i : 2 * i + 2]
+                version = versions.get(int.from_bytes(tag, "little") & 0x7FFF) if len(tag) == 2 else None
+                found.append((name, version, info >> 4 == 2))  # STB_WEAK
                 if len(found) > MAX_UNDEFINED:
                     raise ElfFormatError(f"more than {MAX_UNDEFINED} undefined symbols")
-    out = []
-    for i, name_off, weak in found:
-        version = None
-        if 2 * i + 2 <= len(versym):
-            version = versions.get(int.from_bytes(versym[2 * i : 2 * i + 2], "little") & 0x7FFF)
-        out.append(Symbol(strings.get(name_off), version, weak))
-    return out
+    return [Symbol(strings.get(name_off), version, weak) for name_off, version, weak in found]
 
 
 @contextlib.contextmanager
-def _opened(path: str, deadline: float | None) -> Iterator[tuple[_Reader, list[Section], int]]:
-    """(reader, sections, machine) of `path`; every failure, the file's or the reading's, is an ElfFormatError."""
+def _opened(path: str, deadline: float | None) -> Iterator[tuple[_Reader, int, list[Section]]]:
+    """(reader, machine, sections) of `path`; every failure, the file's or the reading's, is an ElfFormatError."""
     try:
         fd = open_regular(path)
     except OSError as exc:
         raise ElfFormatError(f"cannot open it ({exc.strerror or exc})") from None
     try:
         r = _Reader(fd, os.fstat(fd).st_size, deadline)
-        machine, shoff, _, shnum, shstrndx = _header(r)
-        yield r, _sections(r, shoff, shnum, shstrndx), machine
+        yield (r, *_sections(r))
     except (OSError, ValueError, IndexError, struct.error, MemoryError, OverflowError) as exc:
         raise ElfFormatError(f"unreadable: {type(exc).__name__}: {exc}") from None
     finally:
@@ -283,41 +262,27 @@ def _opened(path: str, deadline: float | None) -> Iterator[tuple[_Reader, list[S
 
 def read_elf(path: str, *, symbols: bool = True, deadline: float | None = None) -> ElfInfo:
     """Section table, DT_NEEDED/RUNPATH, needed and defined versions and undefined dynamic symbols of `path`."""
+    notes: list[str] = []
     try:
-        with _opened(path, deadline) as (r, secs, machine):
-            return _read(r, path, symbols, secs, machine)
+        with _opened(path, deadline) as (r, machine, secs):
+
+            def step(what: str, kind: int, read: Callable[[_Reader, list[Section], Section], T]) -> T | None:
+                """A broken optional table is a note, not a failed read: the rest is still worth reporting."""
+                sec = next((s for s in secs if s.type == kind), None)
+                try:
+                    return None if sec is None else read(r, secs, sec)
+                except ElfFormatError as exc:
+                    notes.append(f"{what}: {exc}")
+                    return None
+
+            needed, runpath = step("dynamic section", SHT_DYNAMIC, _dynamic) or ([], [])
+            needs, by_index = step(".gnu.version_r", SHT_GNU_VERNEED, _version_needs) or ([], {})
+            defs = step(".gnu.version_d", SHT_GNU_VERDEF, _version_defs) or []
+            undefined = (step(".dynsym", SHT_DYNSYM, partial(_undefined, versions=by_index)) if symbols else None) or []
+            found = (tuple(needed), tuple(runpath), tuple(needs), tuple(defs), tuple(undefined))
+            return ElfInfo(path, r.size, machine, tuple(secs), *found, notes=tuple(notes))
     except ElfFormatError as exc:
         return ElfInfo(path, error=str(exc))
-
-
-def _read(r: _Reader, path: str, symbols: bool, secs: list[Section], machine: int) -> ElfInfo:
-    notes: list[str] = []
-
-    def step(what: str, kind: int, read: Callable[[_Reader, list[Section], Section], T]) -> T | None:
-        """A broken optional table is a note, not a failed read: the rest is still worth reporting."""
-        sec = next((s for s in secs if s.type == kind), None)
-        try:
-            return None if sec is None else read(r, secs, sec)
-        except ElfFormatError as exc:
-            notes.append(f"{what}: {exc}")
-            return None
-
-    needed, runpath = step("dynamic section", SHT_DYNAMIC, _dynamic) or ([], [])
-    needs, by_index = step(".gnu.version_r", SHT_GNU_VERNEED, _version_needs) or ([], {})
-    defs = step(".gnu.version_d", SHT_GNU_VERDEF, _version_defs) or []
-    undefined = (step(".dynsym", SHT_DYNSYM, partial(_undefined, versions=by_index)) if symbols else None) or []
-    return ElfInfo(
-        path=path,
-        size=r.size,
-        machine=machine,
-        sections=tuple(secs),
-        needed=tuple(needed),
-        runpath=tuple(runpath),
-        version_needs=tuple((lib, tuple(v)) for lib, v in needs),
-        version_defs=tuple(defs),
-        undefined=tuple(undefined),
-        notes=tuple(notes),
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,42 +314,40 @@ class _Lookup:
     """Name -> defined? through the library's own hash table, as the dynamic linker does: a few small reads."""
 
     def __init__(self, r: _Reader, secs: list[Section], dynsym: Section) -> None:
-        self.r, self.dynsym = r, dynsym
-        self.count = dynsym.size // _SYM.size
+        self.r, self.dynsym, self.count = r, dynsym, dynsym.size // _SYM.size
         self.strings = _linked_strings(r, secs, dynsym, whole=False)  # a few names are read, not megabytes
-        gnu = next((s for s in secs if s.type == SHT_GNU_HASH), None)
-        table = gnu or next((s for s in secs if s.type == SHT_HASH), None)
-        self.kind = "none" if table is None else "gnu" if table is gnu else "sysv"
+        table = next((s for kind in (SHT_GNU_HASH, SHT_HASH) for s in secs if s.type == kind), None)
+        self.kind = None if table is None else table.type
         self.table = r.table(table, "the symbol hash table") if table is not None else b""
 
     def _defined_as(self, index: int, name: bytes) -> bool:
         if not 0 < index < self.count:
             return False
-        raw = self.r.read(self.dynsym.offset + index * _SYM.size, _SYM.size, "a symbol")
-        st_name, _, _, shndx, _, _ = _SYM.unpack(raw)
+        st_name, _, _, shndx, _, _ = _SYM.unpack(
+            self.r.read(self.dynsym.offset + index * _SYM.size, _SYM.size, "a symbol")
+        )
         return shndx != 0 and self.strings.raw(st_name, len(name) + 1) == name + b"\0"
 
     def defined(self, name: bytes) -> bool:
         t = self.table
-        if self.kind == "gnu":
+        if self.kind == SHT_GNU_HASH:
             nbuckets, symoffset, bloom_size, _ = struct.unpack_from("<IIII", t, 0)
             if nbuckets == 0:
                 return False
             base = 16 + bloom_size * 8
             h = _gnu_hash(name)
             (i,) = struct.unpack_from("<I", t, base + 4 * (h % nbuckets))
-            chains = base + 4 * nbuckets
             for _ in range(self.count):
                 if i < symoffset or i >= self.count:
                     return False
-                (ch,) = struct.unpack_from("<I", t, chains + 4 * (i - symoffset))
+                (ch,) = struct.unpack_from("<I", t, base + 4 * nbuckets + 4 * (i - symoffset))
                 if (ch | 1) == (h | 1) and self._defined_as(i, name):
                     return True
                 if ch & 1:
                     return False
                 i += 1
             return False
-        if self.kind == "sysv":
+        if self.kind == SHT_HASH:
             nbucket, nchain = struct.unpack_from("<II", t, 0)
             if nbucket == 0:
                 return False
@@ -402,7 +365,7 @@ class _Lookup:
 def exported(path: str, names: Iterable[str], *, deadline: float | None = None) -> Exports:
     """Which of `names` `path` defines; an unreadable file gives `error` and an empty set."""
     try:
-        with _opened(path, deadline) as (r, secs, _):
+        with _opened(path, deadline) as (r, _, secs):
             dynsym = next((s for s in secs if s.type == SHT_DYNSYM), None)
             if dynsym is None:
                 return Exports(path, frozenset(), "it has no dynamic symbol table")

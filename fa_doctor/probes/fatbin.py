@@ -73,59 +73,6 @@ class FatbinInfo:
         return cubins, [a for a in self.archs if a.ptx and a.runs_on(capability)]
 
 
-class _Walk:
-    def __init__(self, fd: int, start: int, end: int, deadline: float | None) -> None:
-        self.fd, self.start, self.end, self.deadline = fd, start, end, deadline
-        self.counts: Counter[Arch] = Counter()
-        self.containers = self.entries = self.compressed = 0
-
-    def read(self, offset: int, length: int) -> bytes:
-        if offset + length > self.end:
-            raise ValueError(f"a header at section offset {offset - self.start} runs past the section's end")
-        data = os.pread(self.fd, length, offset)
-        if len(data) != length:
-            raise ValueError("short read (the file is shorter than its section table says)")
-        return data
-
-    def run(self) -> None:
-        pos, padding = self.start, 0
-        while pos + _CONTAINER.size <= self.end:
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                raise ValueError("the time budget ran out")
-            magic, _, header_size, size = _CONTAINER.unpack(self.read(pos, _CONTAINER.size))
-            if magic == 0:  # zero padding between containers
-                padding += 8
-                if padding > _MAX_PADDING:
-                    raise ValueError(f"{padding} bytes of zeros at section offset {pos - self.start}")
-                pos += 8
-                continue
-            if magic != FATBIN_MAGIC:
-                raise ValueError(f"no fatbin magic at section offset {pos - self.start} (found {magic:#010x})")
-            padding, first, stop = 0, pos + header_size, pos + header_size + size
-            if header_size < _CONTAINER.size or stop > self.end:
-                raise ValueError(
-                    f"the container at section offset {pos - self.start} claims {size} bytes, past the section's end"
-                )
-            self.containers += 1
-            self.entries_in(first, stop)
-            pos = stop
-
-    def entries_in(self, pos: int, stop: int) -> None:
-        while pos + _ENTRY.size <= stop:
-            fields = _ENTRY.unpack(self.read(pos, _ENTRY.size))
-            kind, header_size, payload, arch, flags = fields[0], fields[2], fields[3], fields[8], fields[11]
-            if not _ENTRY.size <= header_size <= MAX_ENTRY_HEADER or pos + header_size + payload > stop:
-                raise ValueError(f"a malformed entry header (kind {kind}, header {header_size}, payload {payload})")
-            self.entries += 1
-            if self.entries > MAX_ENTRIES:
-                raise ValueError(f"more than {MAX_ENTRIES} entries")
-            if kind == KIND_PTX or kind in _CUBIN_KINDS:
-                suffix = "a" if flags & ARCH_SPECIFIC else "f" if flags & FAMILY_SPECIFIC else ""
-                self.counts[Arch(kind == KIND_PTX, arch, suffix)] += 1
-            self.compressed += bool(flags & COMPRESSED)
-            pos += header_size + payload
-
-
 def read_fatbin(elf: ElfInfo, *, deadline: float | None = None) -> FatbinInfo:
     """The architectures in `elf`'s `.nv_fatbin`; never raises (a broken walk keeps what it found, with `error`)."""
     sec = elf.section(".nv_fatbin")
@@ -135,15 +82,58 @@ def read_fatbin(elf: ElfInfo, *, deadline: float | None = None) -> FatbinInfo:
         fd = open_regular(elf.path)
     except OSError as exc:
         return FatbinInfo(elf.path, True, section_size=sec.size, error=f"cannot open it ({exc.strerror or exc})")
-    error: str | None = None
-    w = _Walk(fd, sec.offset, sec.offset + sec.size, deadline)
+    start, error = sec.offset, None
+    counts: Counter[Arch] = Counter()
+    containers = entries = compressed = 0
+
+    def read(offset: int, length: int) -> bytes:
+        if offset + length > end:
+            raise ValueError(f"a header at section offset {offset - start} runs past the section's end")
+        data = os.pread(fd, length, offset)
+        if len(data) != length:
+            raise ValueError("short read (the file is shorter than its section table says)")
+        return data
+
     try:
-        w.end = min(w.end, os.fstat(fd).st_size)
-        w.run()
+        end = min(start + sec.size, os.fstat(fd).st_size)
+        pos, padding = start, 0
+        while pos + _CONTAINER.size <= end:
+            if deadline is not None and time.monotonic() > deadline:
+                raise ValueError("the time budget ran out")
+            magic, _, header_size, size = _CONTAINER.unpack(read(pos, _CONTAINER.size))
+            if magic == 0:  # zero padding between containers
+                padding += 8
+                if padding > _MAX_PADDING:
+                    raise ValueError(f"{padding} bytes of zeros at section offset {pos - start}")
+                pos += 8
+                continue
+            if magic != FATBIN_MAGIC:
+                raise ValueError(f"no fatbin magic at section offset {pos - start} (found {magic:#010x})")
+            padding, stop = 0, pos + header_size + size
+            if header_size < _CONTAINER.size or stop > end:
+                raise ValueError(
+                    f"the container at section offset {pos - start} claims {size} bytes, past the section's end"
+                )
+            containers += 1
+            pos += header_size
+            while pos + _ENTRY.size <= stop:
+                fields = _ENTRY.unpack(read(pos, _ENTRY.size))
+                kind, header_size, payload, arch, flags = fields[0], fields[2], fields[3], fields[8], fields[11]
+                if not _ENTRY.size <= header_size <= MAX_ENTRY_HEADER or pos + header_size + payload > stop:
+                    raise ValueError(f"a malformed entry header (kind {kind}, header {header_size}, payload {payload})")
+                entries += 1
+                if entries > MAX_ENTRIES:
+                    raise ValueError(f"more than {MAX_ENTRIES} entries")
+                if kind == KIND_PTX or kind in _CUBIN_KINDS:
+                    suffix = "a" if flags & ARCH_SPECIFIC else "f" if flags & FAMILY_SPECIFIC else ""
+                    counts[Arch(kind == KIND_PTX, arch, suffix)] += 1
+                compressed += bool(flags & COMPRESSED)
+                pos += header_size + payload
+            pos = stop
     except (ValueError, OSError, struct.error, OverflowError) as exc:
         error = str(exc)
     finally:
         os.close(fd)
-    archs = tuple(sorted(w.counts, key=lambda a: (a.ptx, a.number, a.suffix)))
-    cubins, ptx = ({a.name: w.counts[a] for a in archs if a.ptx == kind} for kind in (False, True))
-    return FatbinInfo(elf.path, True, cubins, ptx, archs, w.containers, w.entries, w.compressed, sec.size, error)
+    archs = tuple(sorted(counts, key=lambda a: (a.ptx, a.number, a.suffix)))
+    cubins, ptx = ({a.name: counts[a] for a in archs if a.ptx == kind} for kind in (False, True))
+    return FatbinInfo(elf.path, True, cubins, ptx, archs, containers, entries, compressed, sec.size, error)

@@ -45,8 +45,7 @@ def gather(
 
     python = options.python or sys.executable
     env = dict(os.environ if options.env is None else options.env)
-    asked = (python, options.env, options.cwd, options.python_flags)
-    if pending is not None and not pending.answers(*asked):
+    if pending is not None and not pending.answers(python, options.env, options.cwd, options.python_flags):
         pending.close()  # an early probe that asked something else (another interpreter, environment, folder)
         pending = None
     pending = pending or TargetProbe(python, env=options.env, cwd=options.cwd, flags=options.python_flags)

@@ -85,8 +85,8 @@ def _remap(devices: Sequence[GpuDevice], value: str | None) -> tuple[GpuDevice, 
     return tuple(replace(by_phys[p], index=i) for i, p in enumerate(order))
 
 
-def _text(value: object) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+def _text(value: object) -> str | None:
+    return None if value is None else value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def _try(fn: Callable[[], _T]) -> _T | None:
@@ -96,7 +96,7 @@ def _try(fn: Callable[[], _T]) -> _T | None:
         return None
 
 
-def _cuda_version(v: int | None) -> str | None:
+def _cuda_version(v: object) -> str | None:
     return f"{v // 1000}.{v % 1000 // 10}" if isinstance(v, int) and v > 0 else None
 
 
@@ -109,14 +109,12 @@ def _nvml_query() -> _Found:
             h = nv.nvmlDeviceGetHandleByIndex(i)
             cap = _try(partial(nv.nvmlDeviceGetCudaComputeCapability, h))
             mem = getattr(_try(partial(nv.nvmlDeviceGetMemoryInfo, h)), "total", None)
-            uuid = _try(partial(nv.nvmlDeviceGetUUID, h))
-            name = _text(_try(partial(nv.nvmlDeviceGetName, h)) or "unknown")
+            name = _text(_try(partial(nv.nvmlDeviceGetName, h))) or "unknown"
             mib = int(mem) // (1024 * 1024) if mem is not None else None
             cap_t = (int(cap[0]), int(cap[1])) if cap else None
-            devices.append(GpuDevice(i, i, name, cap_t, mib, _text(uuid) if uuid is not None else None))
-        driver = _try(nv.nvmlSystemGetDriverVersion)
+            devices.append(GpuDevice(i, i, name, cap_t, mib, _text(_try(partial(nv.nvmlDeviceGetUUID, h)))))
         cuda_fn = getattr(nv, "nvmlSystemGetCudaDriverVersion_v2", None) or nv.nvmlSystemGetCudaDriverVersion
-        return devices, _text(driver) if driver is not None else None, _cuda_version(_try(cuda_fn))
+        return devices, _text(_try(nv.nvmlSystemGetDriverVersion)), _cuda_version(_try(cuda_fn))
     finally:
         _try(nv.nvmlShutdown)
 
@@ -154,12 +152,6 @@ def _na(value: str) -> str | None:
     return None if value.lower() in _NA else value
 
 
-def _capability(value: str) -> tuple[tuple[int, int] | None, str | None]:
-    """(major, minor) from "9.0", or None and the text as given ("9.0a" or "[N/A]" is not one to trust)."""
-    m = _CAPABILITY.fullmatch(value.strip())
-    return ((int(m.group(1)), int(m.group(2))), None) if m else (None, value.strip()[:64])
-
-
 def _int(value: str | None) -> int | None:
     return int(value) if value is not None and _ASCII_INT.fullmatch(value) else None
 
@@ -173,10 +165,12 @@ def _parse_smi(stdout: str, with_cap: bool) -> tuple[list[GpuDevice], str | None
         index = _int(head[0].strip())
         if len(tail) != (4 if with_cap else 3) or index is None:
             continue  # garbage line; a name holding commas still lands whole in tail[0]
-        cap, raw = _capability(tail[1]) if with_cap else (None, None)
+        # (major, minor) from "9.0", else the text as given ("9.0a" or "[N/A]" is not one to trust)
+        m = _CAPABILITY.fullmatch(tail[1].strip()) if with_cap else None
+        cap = (int(m.group(1)), int(m.group(2))) if m else None
+        raw = tail[1].strip()[:64] if with_cap and not m else None
         driver = driver or _na(tail[-1])
-        mib = _int(_na(tail[-2]))
-        devices.append(GpuDevice(index, index, _na(tail[0]) or "unknown", cap, mib, _na(head[1]), raw))
+        devices.append(GpuDevice(index, index, _na(tail[0]) or "unknown", cap, _int(_na(tail[-2])), _na(head[1]), raw))
     return devices, driver
 
 
@@ -190,13 +184,12 @@ def _probe_smi(env: Mapping[str, str], timeout: float) -> tuple[list[GpuDevice],
         if isinstance(res, str):
             return res
         code, out, err = res
-        if code != 0 and "compute_cap" in fields and "compute_cap" in out + err:
-            fields.remove("compute_cap")  # drivers before ~510 cannot report it: retry without
-            continue
-        if code != 0:
+        if code == 0:
+            devices, driver = _parse_smi(out, "compute_cap" in fields)
+            return (devices, driver) if devices else f"no GPU rows in output: {_first_line(out, err)!r}"
+        if "compute_cap" not in fields or "compute_cap" not in out + err:
             return f"exit {code}: {_first_line(err, out)}"
-        devices, driver = _parse_smi(out, "compute_cap" in fields)
-        return (devices, driver) if devices else f"no GPU rows in output: {_first_line(out, err)!r}"
+        fields.remove("compute_cap")  # drivers before ~510 cannot report it: retry without
 
 
 def _driver_present() -> bool:
@@ -240,7 +233,6 @@ def _torch_devices(stdout: str, visible: str | None) -> tuple[list[GpuDevice], s
         return f"torch.cuda.device_count() is 0 ({f'CUDA {build} build' if build else 'CPU-only build'})"
     # The child applied CUDA_VISIBLE_DEVICES itself; only ordinal lists tell us the physical index.
     phys = list(range(len(doc["devices"]))) if visible is None else (_ordinals(visible) or [])
-    drv = doc.get("driver_cuda")
     devices = []
     try:
         for i, d in enumerate(doc["devices"]):
@@ -250,7 +242,7 @@ def _torch_devices(stdout: str, visible: str | None) -> tuple[list[GpuDevice], s
             devices.append(GpuDevice(i, phys[i] if i < len(phys) else -1, str(d["name"]), cap, mib, uuid))
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         return f"malformed JSON result: {type(exc).__name__}: {exc}"
-    return devices, _cuda_version(drv if isinstance(drv, int) else None)
+    return devices, _cuda_version(doc.get("driver_cuda"))
 
 
 def _json(line: str) -> object:
@@ -286,11 +278,9 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
     else:
         return facts("nvml", _remap(nvml[0], visible), nvml[1], nvml[2])
 
-    smi = _probe_smi(env, timeout)
-    if isinstance(smi, str):
-        attempts.append(f"nvidia-smi: {smi}")
-    else:
+    if not isinstance(smi := _probe_smi(env, timeout), str):
         return facts("nvidia-smi", _remap(smi[0], visible), smi[1], None)
+    attempts.append(f"nvidia-smi: {smi}")
 
     if not _driver_present():
         attempts.append("torch: skipped, no NVIDIA driver on this machine (no /proc/driver/nvidia, no /dev/nvidia*)")
@@ -309,7 +299,6 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
 
 
 # The early probe, beside the CLI's imports; a check asking the same question takes its answer, once.
-
 _early: tuple[tuple[str, dict[str, str], float], threading.Thread, dict[str, GpuFacts]] | None = None
 
 

@@ -10,6 +10,8 @@ from fa_doctor.model.machine import HostFacts
 
 RAY_NODE_VAR = "FA_DOCTOR_RAY_NODE_ID"
 K8S_VARS = {"k8s_node": "NODE_NAME", "k8s_pod": "POD_NAME", "k8s_namespace": "POD_NAMESPACE"}
+_POD_VARS = {**K8S_VARS, "k8s_index": "JOB_COMPLETION_INDEX"}  # read only inside a pod
+_VARS = {"slurm_job_id": "SLURM_JOB_ID", "slurm_node_id": "SLURM_NODEID", "slurm_node_name": "SLURMD_NODENAME"}
 _MAX = 253  # a DNS name's length: nothing a scheduler names is longer; a longer value is cut
 
 
@@ -24,14 +26,6 @@ def probe(env: Mapping[str, str] | None = None, hostname: str | None = None) -> 
         name = hostname if hostname is not None else os.uname().nodename
     except OSError:
         name = ""
-    in_pod = bool(source.get("KUBERNETES_SERVICE_HOST"))
-    k8s = {field: (_get(source, var) if in_pod else None) for field, var in K8S_VARS.items()}
-    return HostFacts(
-        name=name[:_MAX] or "unknown",
-        slurm_job_id=_get(source, "SLURM_JOB_ID"),
-        slurm_node_id=_get(source, "SLURM_NODEID"),
-        slurm_node_name=_get(source, "SLURMD_NODENAME"),
-        k8s_index=_get(source, "JOB_COMPLETION_INDEX") if in_pod else None,
-        ray_node_id=_get(source, RAY_NODE_VAR),
-        **k8s,
-    )
+    pod = _POD_VARS if source.get("KUBERNETES_SERVICE_HOST") else {}
+    ids = {field: _get(source, var) for field, var in {**_VARS, "ray_node_id": RAY_NODE_VAR, **pod}.items()}
+    return HostFacts(name[:_MAX] or "unknown", **ids)

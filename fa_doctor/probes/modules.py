@@ -35,8 +35,7 @@ def by_stem(path: str) -> dict[str, tuple[str, ...]]:
 
 @lru_cache(maxsize=16)
 def _extension_pattern(python: tuple[int, int]) -> re.Pattern[str]:
-    tag = f"{python[0]}{python[1]}"
-    return re.compile(rf"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.cpython-{tag}[^.]*|\.abi3)?\.so$")
+    return re.compile(rf"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.cpython-{python[0]}{python[1]}[^.]*|\.abi3)?\.so$")
 
 
 def _find_in(directory: str, leaf: str, ext: re.Pattern[str]) -> tuple[str, str] | None:
@@ -77,10 +76,8 @@ def _search(leaf: str, locations: Sequence[str], ext: re.Pattern[str], name: str
         if kind == "namespace":
             portions.append(origin)
             continue
-        search: tuple[str, ...] = ()
-        if kind == "package":
-            search = (os.path.dirname(origin),) if origin.endswith(("__init__.py", "__init__.pyc")) else (origin,)
-        return ModuleSpot(name, kind, origin, search, entry)
+        search = (os.path.dirname(origin) if origin.endswith(("__init__.py", "__init__.pyc")) else origin,)
+        return ModuleSpot(name, kind, origin, search if kind == "package" else (), entry)
     if portions:
         return ModuleSpot(name, "namespace", portions[0], tuple(portions), os.path.dirname(portions[0]))
     return ModuleSpot(name, "missing", None)

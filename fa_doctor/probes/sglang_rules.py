@@ -1,8 +1,5 @@
-"""What an SGLang release does with FlashAttention, read from its own source files with `ast` (never imported).
-
-scripts/server_facts.py runs it on every released wheel to write the catalog's rows, probes/sglang_source.py on an
-installed release the catalog does not hold; the rules and their encoding: docs/catalog.md, "servers.py".
-"""
+"""What an SGLang release does with FlashAttention, read from its source files with `ast` (never imported), for the
+catalog's rows and for a release the catalog does not hold (rules and encoding: docs/catalog.md, "servers.py")."""
 
 from __future__ import annotations
 
@@ -85,9 +82,7 @@ def _ints(node: ast.AST) -> set[int]:
 
 def _choices(trees: Mapping[str, ast.Module]) -> tuple[str, ...]:
     for tree in trees.values():
-        for stmt in tree.body:
-            if not isinstance(stmt, ast.Assign) or not isinstance(stmt.value, ast.List):
-                continue
+        for stmt in (s for s in tree.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.List)):
             if any(isinstance(t, ast.Name) and t.id == "ATTENTION_BACKEND_CHOICES" for t in stmt.targets):
                 return _strings(stmt.value)
     for tree in trees.values():
@@ -112,11 +107,8 @@ def _flags(trees: Mapping[str, ast.Module]) -> tuple[str, ...]:
 
 
 def _fa_backend_call(nodes: list[ast.stmt]) -> ast.Call | None:
-    for stmt in nodes:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and (ast.unparse(node.func).split(".")[-1] == "FlashAttentionBackend"):
-                return node
-    return None
+    calls = (node for stmt in nodes for node in ast.walk(stmt) if isinstance(node, ast.Call))
+    return next((c for c in calls if ast.unparse(c.func).split(".")[-1] == "FlashAttentionBackend"), None)
 
 
 def _majors(test: ast.expr) -> str:
@@ -190,17 +182,12 @@ def _registry(trees: Mapping[str, ast.Module]) -> tuple[dict[str, str], list[tup
 def _startup_refusals(trees: Mapping[str, ast.Module]) -> list[tuple[str, ...]]:
     """server_args' `if self.attention_backend == "fa4" or ...: raise`, for tests made only of such comparisons."""
     out: list[tuple[str, ...]] = []
-    for path, tree in trees.items():
-        if not ("server_args" in path or "arg_groups" in path):
-            continue
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.If):
-                continue
+    for path, tree in ((p, t) for p, t in trees.items() if "server_args" in p or "arg_groups" in p):
+        for node in (n for n in ast.walk(tree) if isinstance(n, ast.If)):
             raises = [s for s in node.body if isinstance(s, ast.Raise)]
             test = node.test
-            alts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]
             pairs = []
-            for alt in alts:
+            for alt in test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) else [test]:
                 if not (isinstance(alt, ast.Compare) and len(alt.ops) == 1 and isinstance(alt.ops[0], ast.Eq)):
                     break
                 field = ast.unparse(alt.left).split(".")[-1]
@@ -294,13 +281,11 @@ def reads(sources: Mapping[str, str]) -> tuple[str, ...]:
 def _default(trees: Mapping[str, ast.Module]) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
     """The MHA branch (`if not ...use_mla_backend:`) of the function that picks the default backend."""
     named, logging = [], []
-    for tree in trees.values():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef):
-                if node.name in ("get_default_attn_backend", "_get_default_attn_backend"):
-                    named.append(node)
-                elif any("backend by default" in s or "Attention backend not set" in s for s in _strings(node)):
-                    logging.append(node)
+    for node in (n for tree in trees.values() for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        if node.name in ("get_default_attn_backend", "_get_default_attn_backend"):
+            named.append(node)
+        elif any("backend by default" in s or "Attention backend not set" in s for s in _strings(node)):
+            logging.append(node)
     branches = [node.body for fn in named + logging for node in ast.walk(fn)
                 if isinstance(node, ast.If) and re.match(r"not .*use_mla_backend", ast.unparse(node.test))]  # fmt: skip
     rules: list[tuple[str, str]] = []
@@ -326,10 +311,9 @@ def _default(trees: Mapping[str, ast.Module]) -> tuple[tuple[tuple[str, str], ..
             break
     archs: tuple[str, ...] = ()
     if any("fa3-arch" in c for c, _ in rules):
-        for tree in trees.values():
-            for node in ast.walk(tree):
-                if isinstance(node, ast.FunctionDef) and node.name == "is_fa3_default_architecture":
-                    archs = tuple(sorted(s for s in _strings(node) if s.endswith(("ForCausalLM", "Generation"))))
+        for node in (n for tree in trees.values() for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            if node.name == "is_fa3_default_architecture":
+                archs = tuple(sorted(s for s in _strings(node) if s.endswith(("ForCausalLM", "Generation"))))
     return tuple(rules), archs
 
 

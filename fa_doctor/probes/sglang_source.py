@@ -1,6 +1,5 @@
-"""What the installed SGLang does with FlashAttention: its release's rules from fa-doctor's catalog, else (a release
-the catalog does not hold, or files that differ from the wheel's RECORD) read from the installed source files; and
-where FA4 comes from, which can depend on the installed kernel package (catalog/servers.py KERNELS)."""
+"""What the installed SGLang does with FlashAttention: the catalog's rules for its release, else (unknown release, or
+edited files) those read from its source; and where FA4 comes from (can depend on the kernel package's version)."""
 
 from __future__ import annotations
 
@@ -64,11 +63,8 @@ def sources(root: str) -> dict[str, str]:
     for folder, dirs, names_ in os.walk(walked) if os.path.isdir(walked) else ():
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")[:50]
         rels += [os.path.relpath(os.path.join(folder, n), root).replace(os.sep, "/") for n in sorted(names_)[:200]]
-    out = {}
-    for rel in rels:
-        if sglang_rules.SOURCE_FILES.match(rel) and files.is_regular(os.path.join(root, rel)):
-            out[rel] = _text(os.path.join(root, rel))
-    return out
+    found = (rel for rel in rels if sglang_rules.SOURCE_FILES.match(rel))
+    return {rel: _text(os.path.join(root, rel)) for rel in found if files.is_regular(os.path.join(root, rel))}
 
 
 def _edited(dist: Distribution) -> list[str]:
@@ -142,7 +138,10 @@ def read_sglang(dist: Distribution, override_name: str, scan: DistributionScan |
     rules, note = read_rules(dist)
     backend_found = rules.source == "catalog" or files.is_regular(os.path.join(root, BACKEND))
     if rules.source == "scan" and not rules.backends and backend_found:
-        rules = _with_backends(rules, _text(os.path.join(root, BACKEND)))
+        # No registry could be read (it moved, or a trimmed install): FA3, and the versions FlashAttentionBackend
+        # compares fa_impl_ver with (a fallback only: a comparison is not proof that a backend name maps to it).
+        compared = re.findall(r"fa_impl_ver\s*==\s*(\d)", _text(os.path.join(root, BACKEND)))
+        rules = replace(rules, backends=tuple((f"fa{v}", v) for v in sorted({3} | {int(v) for v in compared})))
     module, own, fa4_from = _fa4(rules, root, scan)
     switch = rules.fa4_switch
     return SglangFacts(
@@ -160,10 +159,3 @@ def read_sglang(dist: Distribution, override_name: str, scan: DistributionScan |
         fa4_from=fa4_from,
         note=note,
     )
-
-
-def _with_backends(rules: SglangRules, backend: str) -> SglangRules:
-    """No registry could be read (it moved, or a trimmed install): FA3, and the versions FlashAttentionBackend
-    compares fa_impl_ver with (a fallback only: a comparison is not proof that a backend name maps to it)."""
-    versions = sorted({3} | {int(v) for v in re.findall(r"fa_impl_ver\s*==\s*(\d)", backend)})
-    return replace(rules, backends=tuple((f"fa{v}", v) for v in versions))

@@ -15,22 +15,16 @@ _ALIASES = {
 
 
 def _known(name: str | None) -> str | None:
-    if not name:
-        return None
-    base = os.path.basename(name.strip()).lower()
-    base = base[1:] if base.startswith("-") else base  # a login shell's argv[0]: -bash
-    base = base[:-4] if base.endswith(".exe") else base
-    return _ALIASES.get(base)
+    """The syntax for a process name or $SHELL (a login shell's argv[0] is -bash; on Windows, pwsh.exe)."""
+    return _ALIASES.get(os.path.basename(name.strip()).lower().removeprefix("-").removesuffix(".exe")) if name else None
 
 
 def _shellingham() -> str | None:
     try:
         import shellingham  # type: ignore[import-untyped]  # a dependency; imported only when used
-    except ImportError:
-        return None
-    try:
+
         name, _path = shellingham.detect_shell()
-    except Exception:  # shellingham.ShellDetectionFailure, or /proc unreadable
+    except Exception:  # not installed, shellingham.ShellDetectionFailure, or /proc unreadable
         return None
     return str(name)
 

@@ -107,25 +107,20 @@ class TargetProbe:
     def result(self) -> TargetFacts:
         if self.error is not None or self.child is None:
             raise self.error or TargetError("no interpreter to inspect")
-        python, child = self.python, self.child
-        done = child.collect(self.timeout, max_output=_MAX_OUTPUT)
+        done = self.child.collect(self.timeout, max_output=_MAX_OUTPUT)
         self.child = None
-        self.error = _failure(python, done, self.timeout)
+        self.error = _failure(self.python, done, self.timeout)
         if self.error is not None:
             raise self.error
-        return _parse(python, done.out())
+        return _parse(self.python, done.out())
 
 
 def _failure(python: str, done: proc.Completed, timeout: float) -> TargetError | None:
-    out = done.out()
     if done.timed_out:
         return TargetError(f"--python {python!r}: gave no answer within {timeout:g} s")
-    py2 = [line for line in out.splitlines() if line.startswith(_PY2)]
-    if py2:
-        version = py2[-1][len(_PY2) :].strip()[:20]
-        return TargetError(
-            f"--python {python!r} is Python {version}: Python 2 is not supported (SGLang needs Python 3)"
-        )
+    if py2 := [line for line in done.out().splitlines() if line.startswith(_PY2)]:
+        v = py2[-1][len(_PY2) :].strip()[:20]
+        return TargetError(f"--python {python!r} is Python {v}: Python 2 is not supported (SGLang needs Python 3)")
     if done.returncode == 0:
         return None
     lines = [line.strip() for line in done.err().splitlines() if line.strip()]
@@ -140,19 +135,13 @@ def _parse(python: str, stdout: str) -> TargetFacts:
     lines = [line for line in stdout.splitlines() if line.startswith(_MARK)]
     try:
         data = ast.literal_eval(lines[-1][len(_MARK) :])
-        version = tuple(int(v) for v in data["version"])
+        v = tuple(int(n) for n in data["version"])
+        exe, impl, prefix, machine = (str(data[k]) for k in ("executable", "implementation", "prefix", "machine"))
+        paths = tuple(str(p) for p in data["sys_path"])
+        libc, in_venv = str(data["libc"]) or None, data["prefix"] != data["base_prefix"]
+        cwd = None if data.get("cwd") is None else str(data["cwd"])
         return TargetFacts(
-            python=python,
-            executable=str(data["executable"]),
-            version=(version[0], version[1], version[2]),
-            implementation=str(data["implementation"]),
-            prefix=str(data["prefix"]),
-            sys_path=tuple(str(p) for p in data["sys_path"]),
-            machine=str(data["machine"]),
-            libc=str(data["libc"]) or None,
-            in_venv=data["prefix"] != data["base_prefix"],
-            no_site=bool(data["no_site"]),
-            cwd=None if data.get("cwd") is None else str(data["cwd"]),
+            python, exe, (v[0], v[1], v[2]), impl, prefix, paths, machine, libc, in_venv, bool(data["no_site"]), cwd
         )
     except (ValueError, KeyError, IndexError, TypeError, AttributeError, SyntaxError, RecursionError, MemoryError):
         raise TargetError(f"--python {python!r} did not answer like a CPython 3 interpreter") from None
@@ -188,7 +177,6 @@ def choose(explicit: str | None, env: Mapping[str, str]) -> Chosen:
                 candidate = os.path.join(prefix, "bin", name)
                 if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
                     return chosen(candidate, f"${variable}")
-    found = shutil.which("python3", path=env.get("PATH") or os.defpath)
-    if found:
+    if found := shutil.which("python3", path=env.get("PATH") or os.defpath):
         return chosen(found, "python3 on PATH")
     return Chosen(sys.executable, "fa-doctor's own interpreter (no python3 on PATH)", True)

@@ -20,51 +20,28 @@ _CHUNK = 1 << 20
 _MAX_LIB = 256 << 20
 
 
-def _find_torch(sys_path: Sequence[str]) -> str | None:
-    for entry in sys_path:
-        pkg = os.path.join(entry, "torch")
-        if entry and os.path.isfile(os.path.join(pkg, "__init__.py")):  # "" is the caller's directory, not the target's
-            return os.path.abspath(pkg)
-    return None
-
-
 def _version_fields(path: str) -> dict[str, str | None]:
     """Top-level ``name = 'str' | None`` (plain or annotated) assignments; last one wins, as on exec."""
     found: dict[str, str | None] = {}
     text = read(path, _MAX_VERSION_PY)
-    if text.data is None or text.truncated:
-        return found
     try:
-        tree = ast.parse(text.data, filename=path)
+        tree = ast.parse(b"" if text.data is None or text.truncated else text.data, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return found
     for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            targets, value = [node.target], node.value
-        else:
-            continue
-        if not (isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str))):
-            continue
-        for target in targets:
-            if isinstance(target, ast.Name) and target.id in _FIELDS:
-                found[target.id] = value.value
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, str)):
+            found.update({t.id: value.value for t in targets if isinstance(t, ast.Name) and t.id in _FIELDS})
     return found
 
 
-def _cmake_abi(pkg: str) -> bool | None:
-    path = os.path.join(pkg, "share", "cmake", "Torch", "TorchConfig.cmake")
-    data = read(path, _MAX_VERSION_PY).data
-    m = _CMAKE_ABI.search(data) if data is not None else None
-    return m.group(1) == b"1" if m else None
-
-
 def _lib_abi(pkg: str) -> bool | None:
-    path = os.path.join(pkg, "lib", "libc10.so")
     tail = b""
     try:
-        with open_regular(path) as f:
+        with open_regular(os.path.join(pkg, "lib", "libc10.so")) as f:
             for _ in range(_MAX_LIB // _CHUNK):
                 if not (chunk := f.read(_CHUNK)):
                     return False
@@ -79,16 +56,13 @@ def _lib_abi(pkg: str) -> bool | None:
 
 def read_torch_build(sys_path: Sequence[str]) -> TorchBuild | None:
     """The first torch package on ``sys_path`` (the target's, in order), or None when there is none."""
-    pkg = _find_torch(sys_path)
+    pkgs = (os.path.join(entry, "torch") for entry in sys_path if entry)  # "" is the caller's folder, not the target's
+    pkg = next((os.path.abspath(p) for p in pkgs if os.path.isfile(os.path.join(p, "__init__.py"))), None)
     if pkg is None:
         return None
     fields = _version_fields(os.path.join(pkg, "version.py"))
     # Older torch recorded the ABI flag in its CMake config; newer ones only in the binaries.
-    abi = _cmake_abi(pkg)
-    return TorchBuild(
-        version=fields.get("__version__"),
-        cuda=fields.get("cuda"),
-        hip=fields.get("hip"),
-        cxx11_abi=_lib_abi(pkg) if abi is None else abi,
-        location=pkg,
-    )
+    cmake = read(os.path.join(pkg, "share", "cmake", "Torch", "TorchConfig.cmake"), _MAX_VERSION_PY).data
+    m = _CMAKE_ABI.search(cmake) if cmake is not None else None
+    abi = m.group(1) == b"1" if m else _lib_abi(pkg)
+    return TorchBuild(fields.get("__version__"), fields.get("cuda"), fields.get("hip"), abi, pkg)

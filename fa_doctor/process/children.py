@@ -55,8 +55,6 @@ def run(
 ) -> proc.Completed:
     """Start `argv` in `cwd` (a folder fa-doctor made), bounded by `timeout`; OSError/ValueError as proc.run."""
     source = _supervisor()
-    if source is None:
-        full, preexec = list(argv), parent_death(signal.SIGKILL)
-    else:
-        full, preexec = [sys.executable, "-I", "-c", source, *argv], parent_death(signal.SIGTERM)
+    full = list(argv) if source is None else [sys.executable, "-I", "-c", source, *argv]
+    preexec = parent_death(signal.SIGKILL if source is None else signal.SIGTERM)
     return proc.run(full, timeout, env=env, cwd=cwd, max_output=max_output, preexec=preexec)

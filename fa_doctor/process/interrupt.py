@@ -1,6 +1,5 @@
 """One signal path: SIGINT, SIGTERM and SIGHUP end every child group, then unwind the run as `Interrupted` (a
-BaseException, so `contained()` does not swallow it; the CLI exits 130/143/129). Modes: `defer()` records a signal,
-`arm()` raises it, `finishing()` exits with 128+N at once (docs/internals.md, "Signals")."""
+BaseException: the CLI exits 128+N); `defer()`, `arm()`, `finishing()` set the mode (docs/internals.md, "Signals")."""
 
 from __future__ import annotations
 
@@ -50,8 +49,16 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         if _pending is None:
             _pending = signum
         return
-    if _mode == _EXIT:
-        _exit_now(signum)
+    if _mode == _EXIT:  # the report is out: end with 128+N at once, nothing more written
+        for sig in SIGNALS:
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(sig, signal.SIG_IGN)
+        with contextlib.suppress(BaseException):
+            _end_children(signal.SIGKILL, 0.0)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(BaseException):  # None too (no stdout): AttributeError
+                stream.flush()
+        os._exit(128 + signum)
     # Repeats are ignored while this one unwinds, by a Python no-op: with SIG_IGN CPython prints a traceback.
     for sig in SIGNALS:
         signal.signal(sig, _ignore)
@@ -61,18 +68,6 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 def _ignore(signum: int, frame: object) -> None:
     del signum, frame
-
-
-def _exit_now(signum: int) -> None:
-    for sig in SIGNALS:
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(sig, signal.SIG_IGN)
-    with contextlib.suppress(BaseException):
-        _end_children(signal.SIGKILL, 0.0)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):  # None too (no stdout): AttributeError
-            stream.flush()
-    os._exit(128 + signum)
 
 
 _handled: set[int] = set()  # signals whose SIG_IGN is our own (set while one unwinds), not the caller's
@@ -109,9 +104,8 @@ def arm() -> None:
     _mode = _RAISE
     signum, _pending = _pending, None
     if signum is not None:
-        for sig in SIGNALS:
-            if sig in _handled:
-                signal.signal(sig, _ignore)
+        for sig in (s for s in SIGNALS if s in _handled):
+            signal.signal(sig, _ignore)
         _end_children()
         raise Interrupted(signum)
 

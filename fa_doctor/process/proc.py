@@ -1,6 +1,5 @@
-"""The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind (its group,
-descendants and every process carrying its ``FA_DOCTOR_RUN`` token are killed); ``terminate_all`` is safe in a
-signal handler. Design and limits: docs/internals.md, "Subprocesses"."""
+"""The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind (group,
+descendants, ``FA_DOCTOR_RUN`` token); ``terminate_all`` is signal-safe (docs/internals.md, "Subprocesses")."""
 
 from __future__ import annotations
 
@@ -56,8 +55,7 @@ class Child:
         preexec: Callable[[], None] | None = None,
     ) -> None:
         self.token = f"{os.getpid()}-{next(_counter)}-{time.monotonic_ns()}"
-        child_env = dict(os.environ if env is None else env)
-        child_env[TOKEN_VAR] = self.token
+        child_env = {**(os.environ if env is None else env), TOKEN_VAR: self.token}
         # A signal here, before the child is registered: terminate_all finds it as our child, or by this token.
         _STARTING[self.token] = None
         try:
@@ -90,7 +88,7 @@ class Child:
         then kill what is left (on any exception too). ``extra`` maps more read fds (closed here) to a callback."""
         start = time.monotonic()
         deadline = start + max(0.0, timeout)
-        bufs = {"stdout": bytearray(), "stderr": bytearray()}
+        out, err = bytearray(), bytearray()
         truncated = timed_out = False
         sel = selectors.DefaultSelector()
         try:
@@ -98,8 +96,8 @@ class Child:
         except (AttributeError, OSError):  # not Linux, kernel < 5.3, or already reaped
             pidfd = None
         try:
-            for name in ("stdout", "stderr"):
-                sel.register(getattr(self.proc, name).fileno(), selectors.EVENT_READ, name)
+            for name, buf in (("stdout", out), ("stderr", err)):
+                sel.register(getattr(self.proc, name).fileno(), selectors.EVENT_READ, buf)
             for fd, callback in (extra or {}).items():
                 sel.register(fd, selectors.EVENT_READ, callback)
             if pidfd is not None:
@@ -127,12 +125,11 @@ class Child:
                     if not chunk:
                         sel.unregister(key.fd)
                         pipes -= 1
-                    elif isinstance(key.data, str):
-                        buf = bufs[key.data]
-                        buf += chunk
-                        if len(buf) > max_output:
+                    elif isinstance(key.data, bytearray):
+                        key.data.extend(chunk)
+                        if len(key.data) > max_output:
                             truncated = True
-                            del buf[:-max_output]
+                            del key.data[:-max_output]
                     else:
                         key.data(chunk)
                 if exited_at is None and _exited(self.proc):
@@ -162,8 +159,7 @@ class Child:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.kill(reap=reap)
-        out, err = bytes(bufs["stdout"]), bytes(bufs["stderr"])
-        return Completed(self.proc.returncode, out, err, timed_out, truncated, time.monotonic() - start)
+        return Completed(self.proc.returncode, bytes(out), bytes(err), timed_out, truncated, time.monotonic() - start)
 
     def _sweep(self, sig: int) -> None:
         """Signal the group, the live descendants and every process carrying our token (see module doc)."""
@@ -186,10 +182,9 @@ class Child:
         _LIVE.pop(self.pid, None)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=reap)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        for stream in filter(None, (self.proc.stdout, self.proc.stderr)):
+            with contextlib.suppress(OSError):
+                stream.close()
 
 
 def run(
@@ -221,16 +216,13 @@ def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
     def sweep(signum: int) -> None:
         for child in children:
             child._sweep(signum)
+        pids = [p for stray in strays for p in (*_descendants(stray), stray)]
+        for pid in pids + [p for token in tokens for p in _tagged(token)]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signum)
         for pid in strays:
-            for target in [*_descendants(pid), pid]:
-                with contextlib.suppress(OSError):
-                    os.kill(target, signum)
             with contextlib.suppress(OSError):
                 os.killpg(pid, signum)  # a child started in its own session leads a group of that id
-        for token in tokens:
-            for pid in _tagged(token):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signum)
 
     sweep(sig)
     end = time.monotonic() + grace
