@@ -192,7 +192,7 @@ def _transaction(
             running = (index, time.monotonic())
             runner.book.begin(index, describe(action))
             try:
-                message, returncode, output, undo = runner.run(index, action)
+                message, undo, returncode, output = runner.run(index, action)
             except Failed as exc:
                 say(f"{label}: failed: {exc}")
                 failed = Step(action, describe(action), False, str(exc), exc.returncode, exc.output,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from fa_doctor.diagnose.derive.pin import VALID
 from fa_doctor.fix.dialects import apply, detect, line_of, planner
 from fa_doctor.probes.environment import OVERRIDE
+from fa_doctor.probes.files import NotRegular, open_regular
 from fa_doctor.render.scrub import hide_secret_values
 
 MAX_BYTES = 1 << 20
@@ -31,34 +32,23 @@ class Refused(Exception):
 def read(real: str) -> tuple[os.stat_result, bytes]:
     """A regular file of at most MAX_BYTES with one name, never blocking on a FIFO or touching a device."""
     try:
-        if not stat.S_ISREG(os.stat(real).st_mode):
-            raise Refused("is not a regular file")
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise Refused("is not a regular file")
-            chunks, size = [], 0
-            while size <= MAX_BYTES:
-                chunk = os.read(fd, MAX_BYTES + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
+        with open_regular(real) as fh:
+            st = os.fstat(fh.fileno())
+            data = fh.read(MAX_BYTES + 1)
+    except NotRegular:
+        raise Refused("is not a regular file") from None
     except FileNotFoundError:
         raise Refused("does not exist") from None
     except OSError as e:
         raise Refused(f"cannot be read: {e.strerror or e}") from None
-    if size > MAX_BYTES:
+    if len(data) > MAX_BYTES:
         raise Refused(f"is larger than {MAX_BYTES // 1024} KiB; fa-doctor does not edit it")
     if st.st_nlink > 1:
         raise Refused(
             f"has {st.st_nlink} hard links: replacing it would leave the other names with the old value; "
             "edit it by hand (or remove the other links first)"
         )
-    return st, b"".join(chunks)
+    return st, data
 
 
 def decode(data: bytes) -> tuple[str, str, bytes]:

@@ -55,9 +55,6 @@ class Snapshot:
     folder: str
     files: list[tuple[str, str]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
         """Raises SnapshotError when `d` is not one: a journal is read back after a crash, by path only."""
@@ -97,9 +94,7 @@ def take(name: str, version: str, location: str, metadata_dir: str, about: Mappi
                     raise
                 shutil.copy2(path, saved, follow_symlinks=False)
             snap.files.append((path, saved))
-        write_atomic(
-            os.path.join(folder, MANIFEST), json.dumps({**snap.to_dict(), **(about or {})}).encode(), mode=0o600
-        )
+        write_atomic(os.path.join(folder, MANIFEST), json.dumps({**asdict(snap), **(about or {})}).encode(), mode=0o600)
     except OSError as exc:
         discard(snap)
         raise SnapshotError(
@@ -187,10 +182,6 @@ class Entry:
     data: Mapping[str, Any]  # the same as data: `undo_of` rebuilds the undo from it (after a crash too)
     undone: bool = False
 
-    @property
-    def undo(self) -> Callable[[], None] | None:
-        return undo_of(self.data)
-
 
 def started(pid: int) -> str | None:
     """The kernel's start time of `pid` (a reused pid has another one), where /proc has it."""
@@ -252,7 +243,7 @@ class Journal:
             if entry.undone:
                 continue
             try:
-                undo = entry.undo
+                undo = undo_of(entry.data)
                 if undo is None:
                     manual.append(entry)
                     continue

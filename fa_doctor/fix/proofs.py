@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fa_doctor.catalog import names
 from fa_doctor.catalog.families import normalize
 from fa_doctor.diagnose.plan import feasible
-from fa_doctor.model.actions import CONSTRAINTS_STDIN, Action, MovePath, PipInstall, PipUninstall
+from fa_doctor.model.actions import Action, MovePath, PipUninstall
 from fa_doctor.model.install import Distribution
 
 # pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
@@ -104,22 +104,6 @@ class InstallProof:
     @property
     def names(self) -> list[str]:
         return [n for n, _, _ in self.items]
-
-
-def pip_argv(python: str, action: PipInstall, constraints_file: str | None) -> list[str]:
-    """The action's argv for the target interpreter, the constraints slot pointing at a file."""
-    out = [python, *action.argv[1:]]  # the target interpreter, whatever the plan recorded
-    if constraints_file is not None:
-        i = len(out) - 1 - out[::-1].index("-c")
-        if out[i + 1] != CONSTRAINTS_STDIN:
-            raise Refused("the planned pip command has no constraints slot")
-        out[i + 1] = constraints_file
-    return out
-
-
-def dry_run_argv(argv: list[str], report: str) -> list[str]:
-    """`install` is argv[3]: the dry run and its report go right after it, with short network timeouts."""
-    return [*argv[:4], "--dry-run", "--report", report, "--timeout", "15", "--retries", "1", *argv[4:]]
 
 
 def read_report(path: str) -> list[tuple[str, str, bool]]:

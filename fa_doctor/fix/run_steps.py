@@ -7,7 +7,7 @@ import os
 import re
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from fa_doctor.diagnose.plan import feasible
 from fa_doctor.fix import journal as J
@@ -154,7 +154,9 @@ class Runner:
         self.pip_version()
         report = tempfile.mktemp(prefix="report-", suffix=".json", dir=self.workdir)
         limit = min(self.limit(action), _DRY_LIMIT)
-        done = self.command(proofs.dry_run_argv(self.argv(pip), report), limit, cwd, pip.env, error=Refused)
+        argv = self.argv(pip)  # `install` is argv[3]: the dry run and its report right after it, short network timeouts
+        argv[4:4] = ["--dry-run", "--report", report, "--timeout", "15", "--retries", "1"]
+        done = self.command(argv, limit, cwd, pip.env, error=Refused)
         if done.timed_out:
             raise Refused(f"pip's dry run did not finish in {limit:.0f} s (is the package index reachable?)")
         if done.returncode != 0:
@@ -168,24 +170,24 @@ class Runner:
         return proofs.InstallProof(items, replaces)
 
     def argv(self, pip: PipInstall) -> list[str]:
-        constraints = None
+        """The action's argv for the target interpreter (whatever the plan recorded), its constraints in a file."""
+        out = [self.python, *pip.argv[1:]]
         if pip.constraints:
-            fd, constraints = tempfile.mkstemp(prefix="constraints-", suffix=".txt", dir=self.workdir)
+            i = len(out) - out[::-1].index("-c")  # the slot after the last `-c`, where PipInstall.argv puts it
+            fd, out[i] = tempfile.mkstemp(prefix="constraints-", suffix=".txt", dir=self.workdir)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write("".join(c + "\n" for c in pip.constraints))
-        return proofs.pip_argv(self.python, pip, constraints)
+        return out
 
     # ---- running ----------------------------------------------------------------------------------------------
 
-    def run(self, index: int, action: Action) -> tuple[str, int | None, str, str]:
-        """(message, returncode, output tail, how to undo by hand); Failed when it failed."""
+    def run(self, index: int, action: Action) -> tuple[str, str, int | None, str]:
+        """(message, how to undo by hand, returncode, output tail); Failed when it failed."""
         proof = self.proofs[index]
         if isinstance(action, MovePath) and proof.move is not None:
-            src, dst = proof.move
-            return self.move(index, action, src, dst), None, "", f"mv -n -- {dst} {src}"
+            return (*self.move(index, action, *proof.move), None, "")
         if isinstance(action, EditFile):
-            message, undo = self.edit(index, action, dry_run=False)
-            return message, None, "", undo
+            return (*self.edit(index, action, dry_run=False), None, "")
         if isinstance(action, (PipInstall, BuildFromClone)) and proof.install is not None:
             pip = action.install if isinstance(action, BuildFromClone) else action
             snaps = self.save(index, proof.install.replaces, proof.install.names)
@@ -209,7 +211,7 @@ class Runner:
             was = {s.name: s.version for s in snaps}
             parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.install.items]
             message = "installed " + (", ".join(parts) or "nothing new")
-        return message, done.returncode, text, self.book.entries[-1].undo_text
+        return message, self.book.entries[-1].undo_text, done.returncode, text
 
     def save(self, index: int, dists: list[Distribution], wrote: list[str]) -> list[J.Snapshot]:
         """Snapshot `dists`, and journal the undo of a step that replaces them and writes `wrote`."""
@@ -230,19 +232,20 @@ class Runner:
             index,
             f"saved {text} in {', '.join(s.folder for s in snaps) or '-'}",
             by_hand or "pip uninstall " + " ".join(wrote),
-            {"kind": "install", "snapshots": [s.to_dict() for s in snaps], **about},
+            {"kind": "install", "snapshots": [asdict(s) for s in snaps], **about},
         )
         return snaps
 
-    def move(self, index: int, action: MovePath, src: str, dst: str) -> str:
+    def move(self, index: int, action: MovePath, src: str, dst: str) -> tuple[str, str]:
         if os.path.lexists(dst):
             raise Failed(f"{action.backup} appeared since the proof; not moved")
         try:
             os.rename(src, dst)
         except OSError as e:
             raise Failed(f"cannot move {action.path}: {e.strerror or e}; not moved") from None
-        self.book.add(index, f"moved {src} to {dst}", f"mv -n -- {dst} {src}", {"kind": "move", "src": src, "dst": dst})
-        return f"moved {action.path} to {action.backup}"
+        by_hand = f"mv -n -- {dst} {src}"
+        self.book.add(index, f"moved {src} to {dst}", by_hand, {"kind": "move", "src": src, "dst": dst})
+        return f"moved {action.path} to {action.backup}", by_hand
 
     def edit(self, index: int, action: EditFile, dry_run: bool) -> tuple[str, str]:
         """An env-file edit, proven by the editor's own dry run, undone from its backup: (message, how to undo
