@@ -125,20 +125,6 @@ def quoted_like(old: str | None, value: str) -> str:
     return f"{old[0]}{value}{old[0]}" if old and old[0] in "\"'" and old[-1] == old[0] else value
 
 
-def alone(text: str, start: int, end: int, comment: str = "#") -> tuple[int, int] | None:
-    """The span of whole physical lines [line start, after the newline) when only blanks stand before `start`
-    on its line and only blanks or a comment after `end` on its line; else None."""
-    lo = text.rfind("\n", 0, start) + 1
-    if text[lo:start].strip(" \t"):
-        return None
-    nl = text.find("\n", end)
-    hi = len(text) if nl < 0 else nl + 1
-    rest = text[end : hi if nl < 0 else nl].rstrip("\r").strip(" \t")
-    if rest and not (comment and rest.startswith(comment)):
-        return None
-    return lo, hi
-
-
 def remove_words(text: str, words: Sequence[Word], drop: Sequence[int]) -> list[Change]:
     """Remove some (not all) words: each with the gap before it, or with the gap after it where that one holds
     the line break (`A=1 NAME=3 \\` + `B=2`) or the word comes first; no `\\` is left dangling."""
@@ -160,11 +146,14 @@ def remove_words(text: str, words: Sequence[Word], drop: Sequence[int]) -> list[
 
 
 def drop_statement(text: str, cmd: Command, neutral: str) -> Change:
-    """The whole statement goes: its lines where it stands alone at the top level, else a neutral statement."""
+    """The whole statement goes: its lines where it stands alone at the top level (only blanks before it on its
+    first line, only blanks or a comment after it on its last), else a neutral statement."""
     if not cmd.nested and cmd.prev in ("", "\n") and cmd.after in ("", "\n"):
-        span = alone(text, cmd.start, cmd.end)
-        if span:
-            return Change(span[0], span[1], "")
+        lo = text.rfind("\n", 0, cmd.start) + 1
+        nl = text.find("\n", cmd.end)
+        rest = text[cmd.end : len(text) if nl < 0 else nl].rstrip("\r").strip(" \t")
+        if not text[lo : cmd.start].strip(" \t") and (not rest or rest.startswith("#")):
+            return Change(lo, len(text) if nl < 0 else nl + 1, "")
     return Change(cmd.start, cmd.end, neutral)
 
 

@@ -14,6 +14,7 @@ STATIC = re.compile(r"""(?:'[^'\n]*'|"(?:[^"\\$`\n]|\\[^\n])*"|\\[^\n]|[^\s'"\\;
 ASSIGN = re.compile(rf"(?P<name>{IDENT})(?P<op>\+?=)(?P<val>.*)\Z", re.S)
 _ARRAY = re.compile(rf"{IDENT}(?:\[[^]]*\])?\+?=\Z")
 _CLOSE = {"fi": ("if",), "done": ("while", "until", "for"), "esac": ("case",), "}": ("{",)}
+_OPEN = {"if": "if", "while": "while", "until": "until", "{": "{", "for": "for", "select": "for", "case": "case"}
 _KEYWORDS = {"if", "while", "until", "{", "for", "select", "case", "then", "do", "else", "elif", "!", "time"}
 _KEYWORDS |= {"function", "[[", *_CLOSE}
 _DELIM = " \t\n;&|<>()"
@@ -145,12 +146,8 @@ class Scanner:
 
     def keyword(self, word: str, stack: list[list[str]], at: int, cmd: Command) -> bool:
         """Reserved words at the start of a command: move the nesting; True when `word` was one."""
-        if word in ("if", "while", "until", "{"):
-            stack.append([word, ""])
-        elif word in ("for", "select"):
-            stack.append(["for", ""])
-        elif word == "case":
-            stack.append(["case", "hdr"])
+        if word in _OPEN:
+            stack.append([_OPEN[word], "hdr" if word == "case" else ""])
         elif word in _CLOSE:
             if not stack or stack[-1][0] not in _CLOSE[word]:
                 raise self.fail(at, f"`{word}` without its opening")
@@ -192,25 +189,22 @@ class Scanner:
 
     def dollar(self, i: int) -> int:
         """The end of the expansion at `i`; parsed once (the prover asks again while it reads words)."""
-        if i not in self.ends:
-            self.ends[i] = self._dollar(i)
-        return self.ends[i]
-
-    def _dollar(self, i: int) -> int:
-        t = self.t
-        nx = t[i + 1 : i + 2]
-        if nx == "'":
+        if i in self.ends:
+            return self.ends[i]
+        t, j = self.t, i + 1
+        if t.startswith("$'", i):
             j = i + 2
             while j < self.n and t[j] != "'":
                 j += 2 if t[j] == "\\" else 1
             if j >= self.n:
                 raise self.fail(i, "a $'...' quote that is never closed")
-            return j + 1
-        if nx == "(":
-            return self.skip_arith(i + 3) if t.startswith("((", i + 1) else self.parse_list(i + 2, ")", True)
-        if nx == "{":
-            return self.skip(i + 2, "}")
-        return i + 1
+            j += 1
+        elif t.startswith("$(", i):
+            j = self.skip_arith(i + 3) if t.startswith("((", i + 1) else self.parse_list(i + 2, ")", True)
+        elif t.startswith("${", i):
+            j = self.skip(i + 2, "}")
+        self.ends[i] = j
+        return j
 
     def skip(self, i: int, close: str) -> int:
         """The end of a `"..."`, a backtick string or a `${...}` (`close`: `"`, a backtick, `}`) whose body starts at
@@ -339,19 +333,12 @@ SETTERS |= {"zformat", "strftime", "compgen", "setenv", "print", "printf"}
 # Declarations: the options that only export, protect or print (others make references, integers, arrays).
 DECLARE = {"export": "fnp", "readonly": "fp", "declare": "xgrpfFltu", "typeset": "xgrpfFltu", "local": "xgrpfFltu"}
 _EDITABLE = {"export": "", "readonly": "", "declare": "xgr", "typeset": "xgr", "local": "xgr"}
-REFUSED = {
-    "source": "runs another file, which may set it: check that file with --env-file too",
-    ".": "runs another file, which may set it: check that file with --env-file too",
-    "enable": "loads a builtin from a shared library",
-    "fc": "runs commands again from the history",
-    "coproc": "sets the variable it names",
-    "sched": "runs code later",
-    "zmodload": "loads a module",
-    "let": "assigns through arithmetic, which can set any variable",
-    "integer": "makes arithmetic variables, whose assignments can set any variable",
-    "float": "makes arithmetic variables, whose assignments can set any variable",
-    "nameref": "makes a reference, whose assignments set another variable",
-}
+REFUSED = dict.fromkeys(("source", "."), "runs another file, which may set it: check that file with --env-file too")
+REFUSED |= dict.fromkeys(("integer", "float"), "makes arithmetic variables, whose assignments can set any variable")
+REFUSED |= {"enable": "loads a builtin from a shared library", "fc": "runs commands again from the history"}
+REFUSED |= {"coproc": "sets the variable it names", "sched": "runs code later", "zmodload": "loads a module"}
+REFUSED |= {"let": "assigns through arithmetic, which can set any variable"}
+REFUSED |= {"nameref": "makes a reference, whose assignments set another variable"}
 CODE = {"eval", "trap", "alias"}  # their arguments are code: read when written out, refused when computed
 _WRAPPERS = {"builtin", "command", "exec", "noglob", "nocorrect", "-", "time"}
 _BENIGN = {"unset", "echo", "printf", "print", "test", "[", *DECLARE}  # where naming the variable is harmless
@@ -465,14 +452,6 @@ class _Prover:
             why = next(iter(inner.refusals.values()), f"it sets {N}") if inner else "it nests code too deeply"
             self.refuse(at, f"{what} runs `{_clip(code)}`, where {why}")
 
-    def command(self, cmd: Command) -> None:
-        if cmd.subshell:  # in `$(...)` or `( ... )` nothing reaches this shell's variables: only the edits count
-            kept, self.out.refusals = self.out.refusals, {}
-            self.check(cmd)  # (the name itself is still checked, by check_mentions)
-            self.out.refusals = kept
-        else:
-            self.check(cmd)
-
     def check(self, cmd: Command) -> None:
         words = cmd.words
         for w in (*words, *cmd.targets):
@@ -585,10 +564,9 @@ class _Prover:
             return
         self.ours += [(words[k].start, words[k].end) for k in ours]
         if self.value is not None:
-            for k in ours:
-                w = words[k]
-                old = w.text[len(N) + 1 :]
-                self.out.changes.append(base.Change(w.start + len(N) + 1, w.end, base.quoted_like(old, self.value)))
+            at = len(N) + 1
+            for w in (words[k] for k in ours):
+                self.out.changes.append(base.Change(w.start + at, w.end, base.quoted_like(w.text[at:], self.value)))
         elif whole:
             self.out.changes.append(base.drop_statement(self.t, cmd, ":"))
         else:
@@ -608,13 +586,8 @@ class _Prover:
                 lines = f"lines {line_of(t, where[0])}-{line_of(t, where[1] - 1)}"
                 self.refuse(m.start, f"{N} is set inside a here-document ({lines}), text a command reads")
                 continue
-            by = [c for a, b, c in self.context if a <= m.start < b]
-            if m.why(t):
-                self.refuse(m.start, m.why(t))
-            elif by:
-                self.refuse(m.start, f"`{_clip(by[-1])}` may set {N} (it names it)")
-            else:
-                self.refuse(m.start, f"sets {N} in a form fa-doctor does not rewrite")
+            by = [f"`{_clip(c)}` may set {N} (it names it)" for a, b, c in self.context if a <= m.start < b]
+            self.refuse(m.start, m.why(t) or (by[-1] if by else f"sets {N} in a form fa-doctor does not rewrite"))
 
 
 def plan(text: str, value: str | None, depth: int = 0) -> Plan:
@@ -623,7 +596,11 @@ def plan(text: str, value: str | None, depth: int = 0) -> Plan:
     try:
         p.sc.parse_list(0, None, False)
         for cmd in list(p.sc.commands):
-            p.command(cmd)
+            kept = p.out.refusals  # in `$(...)` or `( ... )` nothing reaches this shell's variables: only edits count
+            if cmd.subshell:
+                p.out.refusals = {}  # (the name itself is still checked, by check_mentions)
+            p.check(cmd)
+            p.out.refusals = kept
     except Unsafe as e:
         p.out.refuse(e.line, e.reason)
     else:
