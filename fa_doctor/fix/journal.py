@@ -126,19 +126,11 @@ def remove_installed(location: str, name: str, keep: Iterable[str] = ()) -> None
     shutil.rmtree(info, ignore_errors=True)
 
 
-def restore(snap: Snapshot) -> None:
-    """Rename every saved file back over its old path. OSError propagates."""
-    for path, saved in snap.files:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        os.replace(saved, path)
-    discard(snap)
-
-
 def undo_install(
     snaps: Sequence[Snapshot], wrote: Sequence[str], before: Iterable[str], sys_path: Sequence[str]
 ) -> None:
     """Put back an install (or uninstall): remove what it wrote for the names in `wrote` (a copy whose metadata
-    folder was not there before), then every saved file. OSError propagates."""
+    folder was not there before), then rename every saved file back over its old path. OSError propagates."""
     from fa_doctor.fix.proofs import scan
 
     kept = [path for snap in snaps for path, _ in snap.files]
@@ -147,7 +139,10 @@ def undo_install(
         if dist.metadata_dir not in old:  # written by this step
             remove_installed(dist.location, dist.normalized, kept)
     for snap in snaps:
-        restore(snap)
+        for path, saved in snap.files:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.replace(saved, path)
+        discard(snap)
 
 
 def _move_back(src: str, dst: str) -> None:
