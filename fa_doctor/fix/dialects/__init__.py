@@ -84,10 +84,9 @@ _LINE_SETS = re.compile(rf"^[ \t]*(?:export[ \t]+)?{N}[ \t]*=", re.M)
 _SHELL_WORDS = sh.SETTERS | set(sh.DECLARE) | set(sh.REFUSED) | sh.CODE
 
 
-def _entries(text: str) -> list[tuple[int, int, str, int, int]] | None:
-    """(start, start of the next entry, key, value start, value end) per entry; None when a line is not a
-    blank, a comment or a plain entry."""
-    out, i, n = [], 0, len(text)
+def dotenv_plan(text: str, value: str | None) -> Plan:
+    """Edits of the override's entries; a file where a line is not a blank, a comment or a plain entry is sh."""
+    out, starts, i, n = Plan(), set(), 0, len(text)
     while i < n:
         j = text.find("\n", i)
         end = n if j < 0 else j
@@ -97,30 +96,17 @@ def _entries(text: str) -> list[tuple[int, int, str, int, int]] | None:
             continue
         m = _ENTRY.match(text, i, end)
         if m is None or (m["eq"] != "=" and m["key"] in _SHELL_WORDS):
-            return None
-        value = _VALUE.match(text, m.end())
-        tail = _TAIL.match(text, value.end()) if value else None
-        if value is None or tail is None:
-            return None
-        out.append((i, tail.end(), m["key"], value.start(), value.end()))
+            return sh.plan(text, value)
+        raw = _VALUE.match(text, m.end())
+        tail = _TAIL.match(text, raw.end()) if raw else None
+        if raw is None or tail is None:
+            return sh.plan(text, value)
+        if m["key"] == N and "\n" in raw[0]:
+            out.refuse(line_of(text, i), f"sets {N} to a value that spans lines")
+        elif m["key"] == N:
+            starts.add(i)
+            out.changes.append(Change(*raw.span(), quoted_like(raw[0], value)) if value else Change(i, tail.end(), ""))
         i = tail.end()
-    return out
-
-
-def dotenv_plan(text: str, value: str | None) -> Plan:
-    entries = _entries(text)
-    if entries is None:
-        return sh.plan(text, value)
-    out, starts = Plan(), set()
-    for start, nxt, key, vstart, vend in entries:
-        raw = text[vstart:vend]
-        if key != N:
-            continue
-        if "\n" in raw:
-            out.refuse(line_of(text, start), f"sets {N} to a value that spans lines")
-            continue
-        starts.add(start)
-        out.changes.append(Change(vstart, vend, quoted_like(raw, value)) if value else Change(start, nxt, ""))
     for m in _LINE_SETS.finditer(text):
         if m.start() not in starts:
             why = "inside a quoted value: docker's --env-file, which reads line by line, sets it"
@@ -204,9 +190,8 @@ def unquote_name(word: str) -> str:
         c = word[i]
         if c == "\\" and i + 1 < len(word):
             out.append(word[i + 1])
-            i += 2
-            continue
-        if c in "\"'" and (not quote or quote == c):
+            i += 1
+        elif c in "\"'" and (not quote or quote == c):
             quote = "" if quote else c
         else:
             out.append(c)
