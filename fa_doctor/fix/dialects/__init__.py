@@ -9,18 +9,7 @@ import re
 from collections.abc import Callable
 
 from fa_doctor.fix.dialects import sh
-from fa_doctor.fix.dialects.base import (
-    Change,
-    N,
-    Plan,
-    Unsafe,
-    Word,
-    apply,
-    line_of,
-    mentions,
-    quoted_like,
-    remove_words,
-)
+from fa_doctor.fix.dialects.sh import Change, N, Plan, Unsafe, Word, apply, line_of, mentions, quoted_like, remove_words
 
 __all__ = ["Plan", "apply", "detect", "line_of", "planner", "refused"]
 
