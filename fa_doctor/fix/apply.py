@@ -90,9 +90,7 @@ def apply(
     """Prove, then run `actions` in the target interpreter `python`, as one transaction; with `dry_run`, prove
     only. `groups[i]` names the repair `actions[i]` belongs to: a refused step holds back its own group only.
     Never raises for a failing step, nor for SIGINT/SIGTERM/SIGHUP: they come back in the result."""
-    group_of = list(groups) if groups is not None else [0] * len(actions)
-    if len(group_of) != len(actions):
-        raise ValueError("groups must name one group per action")
+    group_of = list(groups) if groups is not None else [0] * len(actions)  # zip(strict=True): one per action
     manual = tuple(a for a in actions if not feasible.runnable(a))
     pairs = [(a, g) for a, g in zip(actions, group_of, strict=True) if feasible.runnable(a)]
     runnable: list[Action] = [a for a, _ in pairs]
@@ -111,7 +109,9 @@ def apply(
     finally:
         # The journal (and any saved files an undo could not put back) stay when something remains to see.
         trouble = result is None or (not result.ok and result.journal is not None)
-        runner.close(keep=result is None or bool(result.ran and (result.failed or result.interrupted is not None)))
+        if result is not None and not (result.ran and (result.failed or result.interrupted is not None)):
+            for snap in runner.snapshots:  # the saved files go, unless an undo failed: the journal names them
+                J.discard(snap)
         if trouble and book.entries:
             for entry in os.scandir(workdir):
                 if entry.name != "journal.json" and entry.is_dir(follow_symlinks=False):
@@ -170,9 +170,8 @@ def _transaction(
         )
         state = f"dry run: nothing was changed; {len(proven)} step(s) proven"
         if refused:
-            state += f", {len(refused)} refused" + (
-                f" ({len(blocked)} more of the same repairs would not run)" if blocked else ""
-            )
+            more = f" ({len(blocked)} more of the same repairs would not run)" if blocked else ""
+            state += f", {len(refused)} refused{more}"
         return ApplyResult((), None, tuple(runnable[i] for i in blocked), manual, refused=steps_refused,
                            skipped=tuple(skipped), proven=proven, dry_run=True, leftovers=left,
                            state=state + (f", {len(skipped)} skipped" if skipped else ""))  # fmt: skip
@@ -216,11 +215,8 @@ def _transaction(
     runner.book.write("done")
     state = f"all {len(done)} step(s) completed" + (f"; {len(skipped)} skipped" if skipped else "")
     if refused:
-        state += (
-            f"; {len(refused)} refused before anything changed"
-            + (f" ({len(blocked)} step(s) of the same repairs not run)" if blocked else "")
-            + ": the other repairs ran"
-        )
+        more = f" ({len(blocked)} step(s) of the same repairs not run)" if blocked else ""
+        state += f"; {len(refused)} refused before anything changed{more}: the other repairs ran"
     return ApplyResult(tuple(s for _, s in done), None, tuple(runnable[i] for i in blocked), manual,
                        refused=steps_refused, skipped=tuple(skipped), state=state)  # fmt: skip
 
@@ -236,9 +232,16 @@ def ended(
     skipped: Sequence[Step] = (),
     refused: tuple[Step, ...] = (),
 ) -> ApplyResult:
-    """A step failed or a signal came: undo the journal, newest first, and say what remains."""
-    results, late = _rollback(runner.book)
-    signum = signum if signum is not None else late
+    """A step failed or a signal came: undo the journal, newest first, and say what remains. The undo runs with
+    SIGINT/SIGTERM/SIGHUP held: a Ctrl-C cannot stop it half-way; it is reported."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, interrupt.SIGNALS)
+    try:
+        results, _ = runner.book.rollback()
+    finally:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a held signal's handler runs here
+        except interrupt.Interrupted as exc:
+            signum = exc.signum if signum is None else signum
     problems = {e.step: why for e, why in results if why is not None}
     undone_steps = {e.step for e, why in results if why is None}
     undone = [replace(s, status="undone") for i, s in done if i in undone_steps and i not in problems]
@@ -257,11 +260,8 @@ def ended(
     not_run = tuple(a for i, a in enumerate(runnable) if i > index and i not in runner.skips and id(a) not in not_yet)
     runner.book.write("rolled back" if not kept else "partly rolled back")
     if kept or (failed is not None and not failed.left_unchanged):
-        state = (
-            "the environment is partly changed: "
-            + "; ".join(f"{k.description} remains ({k.undo or 'see the journal'})" for k in kept)
-            + f"; journal: {runner.book.path}"
-        )
+        remains = "; ".join(f"{k.description} remains ({k.undo or 'see the journal'})" for k in kept)
+        state = f"the environment is partly changed: {remains}; journal: {runner.book.path}"
     elif undone:
         state = f"every completed step was undone ({len(undone)}); the environment is as it was before"
     else:
@@ -270,20 +270,6 @@ def ended(
         tuple(kept), failed, not_run, manual, undone=tuple(undone), skipped=tuple(skipped), interrupted=signum,
         journal=runner.book.path if runner.book.entries else None, state=state, refused=refused,
     )  # fmt: skip
-
-
-def _rollback(book: J.Journal) -> tuple[list[tuple[J.Entry, str | None]], int | None]:
-    """Undo the journal with SIGINT/SIGTERM/SIGHUP held: a Ctrl-C cannot stop it half-way; it is reported."""
-    late: int | None = None
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, interrupt.SIGNALS)
-    try:
-        results, _ = book.rollback()
-    finally:
-        try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a held signal's handler runs here
-        except interrupt.Interrupted as exc:
-            late = exc.signum
-    return results, late
 
 
 # ---- the steps: proven, then run ------------------------------------------------------------------------------------
@@ -359,7 +345,7 @@ class Runner:
         self.ground = proofs.ground(self.inventory, self.sys_path, os.environ)
         self.book.python, self.book.sys_path = os.path.abspath(self.python), self.sys_path
 
-    def pip_version(self) -> tuple[int, int]:
+    def pip_version(self) -> None:
         if self.pip is None:
             done = self.command([self.python, "-m", "pip", "--version"], 60.0, self.workdir, error=Refused)
             m = re.match(r"pip (\d+)\.(\d+)", done.out())
@@ -371,7 +357,6 @@ class Runner:
                 f"pip {self.pip[0]}.{self.pip[1]} in {self.python} cannot prove an install (--dry-run --report needs "
                 "pip 22.2 or later); upgrade pip there, or run the printed commands yourself"
             )
-        return self.pip
 
     # ---- proofs ---------------------------------------------------------------------------------------------
 
@@ -539,9 +524,3 @@ class Runner:
         self.book.add(index, f"edited {result.path} (backup {backup})", by_hand,
                       {"kind": "edit", "path": real, "backup": backup})  # fmt: skip
         return f"edited {action.path} (backup {backup})", by_hand
-
-    def close(self, keep: bool) -> None:
-        """Drop the saved files, unless an undo failed (`keep`): then the journal names them for a person."""
-        if not keep:
-            for snap in self.snapshots:
-                J.discard(snap)
