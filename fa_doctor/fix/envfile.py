@@ -99,32 +99,6 @@ def _backup(real: str, data: bytes, st: os.stat_result) -> str:
     raise OSError(0, f"{real}.fa-doctor.bak.1 to .99 all exist")
 
 
-def _xattrs(real: str) -> list[tuple[str, bytes]]:
-    """Every extended attribute, POSIX ACLs (`system.posix_acl_access`) and SELinux labels included."""
-    try:
-        names = os.listxattr(real)
-    except OSError as e:
-        if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
-            return []
-        raise
-    return [(name, os.getxattr(real, name)) for name in names]
-
-
-def _keep_attributes(fd: int, st: os.stat_result, attrs: list[tuple[str, bytes]]) -> None:
-    mine = os.fstat(fd)
-    if (mine.st_uid, mine.st_gid) != (st.st_uid, st.st_gid):
-        try:
-            os.fchown(fd, st.st_uid, st.st_gid)
-        except PermissionError:
-            raise OSError(0, f"its owner ({st.st_uid}:{st.st_gid}) could not be kept") from None
-    os.fchmod(fd, stat.S_IMODE(st.st_mode))  # after chown, which clears set-id bits
-    for name, value in attrs:  # after chmod: an access ACL also sets the group bits (its mask)
-        try:
-            os.setxattr(fd, name, value)
-        except OSError as e:
-            raise OSError(0, f"its extended attribute {name} could not be kept ({e.strerror or e})") from None
-
-
 def write(real: str, st: os.stat_result, old: bytes, new: bytes) -> str:
     """Replace the file atomically; returns the backup's path. Raises OSError, leaving the file as it was."""
     folder = os.path.dirname(real) or "."
@@ -132,13 +106,30 @@ def write(real: str, st: os.stat_result, old: bytes, new: bytes) -> str:
         raise OSError(0, f"it is read-only (mode {stat.S_IMODE(st.st_mode):04o}); fa-doctor leaves it so")
     if not os.access(real, os.W_OK):
         raise OSError(0, "no permission to write it")
-    attrs = _xattrs(real)
+    try:
+        names = os.listxattr(real)
+    except OSError as e:
+        if e.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
+        names = []
+    attrs = [(name, os.getxattr(real, name)) for name in names]  # POSIX ACLs and SELinux labels included
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".fa-doctor.tmp", dir=folder)
     backup = None
     try:
         try:
             os.write(fd, new)
-            _keep_attributes(fd, st, attrs)
+            mine = os.fstat(fd)
+            if (mine.st_uid, mine.st_gid) != (st.st_uid, st.st_gid):
+                try:
+                    os.fchown(fd, st.st_uid, st.st_gid)
+                except PermissionError:
+                    raise OSError(0, f"its owner ({st.st_uid}:{st.st_gid}) could not be kept") from None
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))  # after chown, which clears set-id bits
+            for name, value in attrs:  # after chmod: an access ACL also sets the group bits (its mask)
+                try:
+                    os.setxattr(fd, name, value)
+                except OSError as e:
+                    raise OSError(0, f"its extended attribute {name} could not be kept ({e.strerror or e})") from None
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -181,8 +172,7 @@ class EditResult:
 
 def rewrite(text: str, value: str | None, dialect: str | None = None, path: str = "FILE") -> tuple[str, list[int]]:
     """The whole text rewritten, and the 1-based numbers of the lines that changed. Raises ValueError."""
-    new, changed, _notes = _rewrite(path, text, value, dialect or detect("", text))
-    return new, changed
+    return _rewrite(path, text, value, dialect or detect("", text))[:2]
 
 
 def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str, list[int], list[str]]:
@@ -204,15 +194,11 @@ def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str
     return new, changed, plan.notes
 
 
-def _lines(text: str) -> list[str]:
-    """Lines split on LF only (str.splitlines also splits on \\f, \\x1c, U+2028...), terminators kept."""
-    return [line for line in re.split(r"(?<=\n)", text) if line]
-
-
 def _diff(path: str, old: str, new: str) -> str:
     """A unified diff of the changed lines only (no context: env files hold secrets), secrets on them hidden."""
-    out = []
-    for line in difflib.unified_diff(_lines(old), _lines(new), path, path, n=0):
+    out = []  # lines split on LF only (str.splitlines also splits on \f, \x1c, U+2028...), terminators kept
+    before, after = ([line for line in re.split(r"(?<=\n)", text) if line] for text in (old, new))
+    for line in difflib.unified_diff(before, after, path, path, n=0):
         if line[:1] in "+-" and not line.startswith(("+++", "---")):
             line = hide_secret_values(line)
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
