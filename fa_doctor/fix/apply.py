@@ -445,7 +445,7 @@ class Runner:
             return (*self.edit(index, action, dry_run=False), None, "")
         if isinstance(action, (PipInstall, BuildFromClone)) and proof.install is not None:
             pip = action.install if isinstance(action, BuildFromClone) else action
-            snaps = self.save(index, proof.install.replaces, proof.install.names)
+            snaps = self.save(index, proof.install.replaces, [n for n, _, _ in proof.install.items])
             done = self.command(self.argv(pip), self.limit(action), proof.folder or self.workdir, pip.env)
             verb, failed = "pip", f"failed (exit {done.returncode})"
         elif isinstance(action, PipUninstall):
