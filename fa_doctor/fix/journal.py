@@ -157,9 +157,7 @@ def undo_of(data: Mapping[str, Any]) -> Callable[[], None] | None:
     kind = data.get("kind")
     if kind == "install":
         snaps = [Snapshot.from_dict(d) for d in data.get("snapshots", ())]
-        wrote = [str(n) for n in data.get("wrote", ())]
-        before = [str(p) for p in data.get("before", ())]
-        search = [str(p) for p in data.get("sys_path", ())]
+        wrote, before, search = ([str(p) for p in data.get(key, ())] for key in ("wrote", "before", "sys_path"))
         return lambda: undo_install(snaps, wrote, before, search)
     if kind == "move":
         return functools.partial(_move_back, str(data["src"]), str(data["dst"]))
@@ -192,8 +190,7 @@ class Journal:
     the process that writes it."""
 
     def __init__(self, path: str, python: str = "", sys_path: Sequence[str] = ()) -> None:
-        self.path = path
-        self.python = python
+        self.path, self.python = path, python
         self.sys_path: tuple[str, ...] = tuple(sys_path)
         self.entries: list[Entry] = []
         self.current: tuple[int, str] | None = None  # the step under way: (index, description)
@@ -234,9 +231,7 @@ class Journal:
         no undo). Each success is written to the journal as it happens."""
         done: list[tuple[Entry, str | None]] = []
         manual: list[Entry] = []
-        for entry in reversed(self.entries):
-            if entry.undone:
-                continue
+        for entry in (e for e in reversed(self.entries) if not e.undone):
             try:
                 undo = undo_of(entry.data)
                 if undo is None:
