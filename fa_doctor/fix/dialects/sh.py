@@ -26,8 +26,7 @@ class Unsafe(Exception):
 
     def __init__(self, line: int, reason: str) -> None:
         super().__init__(f"line {line}: {reason}")
-        self.line = line
-        self.reason = reason
+        self.line, self.reason = line, reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +90,8 @@ class Mention:
         raw = text[self.start : self.end]
         if "\n" in raw:
             return f"the name {N} is split across lines by `\\`"
-        if (
-            raw != N
-            or text[self.start - 1 : self.start] in ("'", '"', "\\")
-            or text[self.end : self.end + 1] in ("'", '"')
-        ):
+        quoted = text[self.start - 1 : self.start] in ("'", '"', "\\") or text[self.end : self.end + 1] in ("'", '"')
+        if raw != N or quoted:
             return f"the name {N} is quoted or escaped"
         return f"a `${{{N}:=...}}` expansion assigns it" if self.read else ""
 
@@ -258,10 +254,8 @@ class Scanner:
                     stack.append(["(", ""])
                     cmd.nested, i = True, i + 1
                 elif len(cmd.words) == 1 and t[i + 1 :].lstrip(" \t").startswith(")"):
-                    j = t.index(")", i) + 1  # `name()`: a function; its body, a compound command, follows
-                    cmd.header = True
+                    cmd.header, i = True, t.index(")", i) + 1  # `name()`: a function; a compound body follows
                     end("")
-                    i = j
                 else:
                     raise self.fail(i, "a `(` in an unexpected place")
             elif c == ")":
