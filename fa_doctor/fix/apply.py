@@ -93,18 +93,18 @@ def apply(
     group_of = list(groups) if groups is not None else [0] * len(actions)  # zip(strict=True): one per action
     manual = tuple(a for a in actions if not feasible.runnable(a))
     pairs = [(a, g) for a, g in zip(actions, group_of, strict=True) if feasible.runnable(a)]
-    runnable: list[Action] = [a for a, _ in pairs]
-    if not runnable:
+    if not pairs:
         return ApplyResult((), None, (), manual, state="nothing was changed", dry_run=dry_run)
     workdir = tempfile.mkdtemp(prefix=stale.PREFIX)  # 0700, ours alone
     book = J.Journal(os.path.join(workdir, "journal.json"))
     runner = Runner(python, workdir, book, timeout, set(torch_moves))
+    runner.actions, runner.manual = [a for a, _ in pairs], manual
     result: ApplyResult | None = None
     try:
         try:
-            result = _transaction(runner, runnable, [g for _, g in pairs], manual, sys_path, progress, dry_run)
+            result = _transaction(runner, [g for _, g in pairs], sys_path, progress, dry_run)
         except interrupt.Interrupted as exc:  # during the proofs: nothing was changed yet
-            result = ended(runner, runnable, manual, [], -1, None, exc.signum)
+            result = ended(runner, [], -1, None, exc.signum)
         return result
     finally:
         # The journal (and any saved files an undo could not put back) stay when something remains to see.
@@ -125,15 +125,9 @@ def apply(
 
 
 def _transaction(
-    runner: Runner,
-    runnable: list[Action],
-    groups: list[Hashable],
-    manual: tuple[Action, ...],
-    sys_path: Sequence[str] | None,
-    progress: Progress | None,
-    dry_run: bool,
+    runner: Runner, groups: list[Hashable], sys_path: Sequence[str] | None, progress: Progress | None, dry_run: bool
 ) -> ApplyResult:
-    total = len(runnable)
+    runnable, manual, total = runner.actions, runner.manual, len(runner.actions)
     say = progress or (lambda _line: None)
     say(f"Proving {total} step(s) before changing anything")
     try:
@@ -182,6 +176,7 @@ def _transaction(
             (), first, rest, manual, refused=steps_refused, skipped=tuple(skipped),
             state="nothing was changed: the plan did not run, because a step could not be proven safe",
         )  # fmt: skip
+    runner.skipped, runner.refused = skipped, steps_refused
     done: list[tuple[int, Step]] = []
     running: tuple[int, float] | None = None  # the step whose command is under way, and since when
     try:
@@ -198,7 +193,7 @@ def _transaction(
                 say(f"{label}: failed: {exc}")
                 failed = Step(action, describe(action), False, str(exc), exc.returncode, exc.output,
                               time.monotonic() - running[1], status="failed")  # fmt: skip
-                return ended(runner, runnable, manual, done, index, failed, None, skipped, steps_refused)
+                return ended(runner, done, index, failed, None)
             seconds = time.monotonic() - running[1]
             done.append((index, Step(action, describe(action), True, message, returncode, output, seconds, undo=undo)))
             running = None
@@ -206,12 +201,12 @@ def _transaction(
     except interrupt.Interrupted as exc:
         if running is None:  # between two steps: the next one never started
             last = done[-1][0] if done else -1
-            return ended(runner, runnable, manual, done, last, None, exc.signum, skipped, steps_refused)
+            return ended(runner, done, last, None, exc.signum)
         index, since = running
         stopped = Step(runnable[index], describe(runnable[index]), False,
                        f"interrupted by {signal.Signals(exc.signum).name}", seconds=time.monotonic() - since,
                        status="failed")  # fmt: skip
-        return ended(runner, runnable, manual, done, index, stopped, exc.signum, skipped, steps_refused)
+        return ended(runner, done, index, stopped, exc.signum)
     runner.book.write("done")
     state = f"all {len(done)} step(s) completed" + (f"; {len(skipped)} skipped" if skipped else "")
     if refused:
@@ -222,15 +217,7 @@ def _transaction(
 
 
 def ended(
-    runner: Runner,
-    runnable: list[Action],
-    manual: tuple[Action, ...],
-    done: list[tuple[int, Step]],
-    index: int,
-    failed: Step | None,
-    signum: int | None,
-    skipped: Sequence[Step] = (),
-    refused: tuple[Step, ...] = (),
+    runner: Runner, done: list[tuple[int, Step]], index: int, failed: Step | None, signum: int | None
 ) -> ApplyResult:
     """A step failed or a signal came: undo the journal, newest first, and say what remains. The undo runs with
     SIGINT/SIGTERM/SIGHUP held: a Ctrl-C cannot stop it half-way; it is reported."""
@@ -256,8 +243,10 @@ def ended(
         clean = all(e.step not in problems for e in own_changes)
         note = "" if not own_changes else "; its changes were undone" if clean else "; its changes could not be undone"
         failed = replace(failed, message=failed.message + note, left_unchanged=clean)
-    not_yet = {id(s.action) for s in refused}
-    not_run = tuple(a for i, a in enumerate(runnable) if i > index and i not in runner.skips and id(a) not in not_yet)
+    not_yet = {id(s.action) for s in runner.refused}
+    not_run = tuple(
+        a for i, a in enumerate(runner.actions) if i > index and i not in runner.skips and id(a) not in not_yet
+    )
     runner.book.write("rolled back" if not kept else "partly rolled back")
     if kept or (failed is not None and not failed.left_unchanged):
         remains = "; ".join(f"{k.description} remains ({k.undo or 'see the journal'})" for k in kept)
@@ -267,8 +256,9 @@ def ended(
     else:
         state = "nothing was changed"
     return ApplyResult(
-        tuple(kept), failed, not_run, manual, undone=tuple(undone), skipped=tuple(skipped), interrupted=signum,
-        journal=runner.book.path if runner.book.entries else None, state=state, refused=refused,
+        tuple(kept), failed, not_run, runner.manual, undone=tuple(undone), skipped=tuple(runner.skipped),
+        interrupted=signum, journal=runner.book.path if runner.book.entries else None, state=state,
+        refused=runner.refused,
     )  # fmt: skip
 
 
@@ -310,6 +300,10 @@ class Runner:
         self.ground = feasible.Ground()
         self.pip: tuple[int, int] | None = None
         self.snapshots: list[J.Snapshot] = []
+        self.actions: list[Action] = []  # the runnable steps, in order (apply() sets them, and the next line)
+        self.manual: tuple[Action, ...] = ()  # SetEnv / UnsetEnv / RunCommand: for the user
+        self.skipped: list[Step] = []  # what the proofs found, once they are done: for ended()
+        self.refused: tuple[Step, ...] = ()
 
     def limit(self, action: Action) -> float:
         """--timeout, else 4 h a build (FA3's hopper: "well over an hour" with MAX_JOBS=4), 30 min an install."""
