@@ -111,7 +111,7 @@ def apply(
         trouble = result is None or (not result.ok and result.journal is not None)
         if result is not None and not (result.ran and (result.failed or result.interrupted is not None)):
             for snap in runner.snapshots:  # the saved files go, unless an undo failed: the journal names them
-                J.discard(snap)
+                shutil.rmtree(snap.folder, ignore_errors=True)
         if trouble and book.entries:
             for entry in os.scandir(workdir):
                 if entry.name != "journal.json" and entry.is_dir(follow_symlinks=False):
@@ -383,8 +383,7 @@ class Runner:
         done = self.command(argv, min(self.limit(action), 60.0), folder, error=Refused)
         if done.returncode == 0:
             return True
-        last = (_tail(done).strip().splitlines() or ["no answer"])[-1][:200]
-        why = "no answer in time" if done.timed_out else last
+        why = "no answer in time" if done.timed_out else (_tail(done).strip().splitlines() or ["no answer"])[-1][:200]
         self.skips[index] = (
             f"{action.repo} cannot be reached ({why}): the build is skipped, nothing was cloned or installed; run "
             "the printed command where it can be reached"
@@ -472,17 +471,14 @@ class Runner:
                 snaps.append(J.take(dist.normalized, dist.version, dist.location, dist.metadata_dir, about))
         except J.SnapshotError as exc:
             for snap in snaps:
-                J.discard(snap)
+                shutil.rmtree(snap.folder, ignore_errors=True)
             raise Failed(f"{exc}; not run") from None
         self.snapshots += snaps
         text = ", ".join(f"{s.name} {s.version}" for s in snaps) or "nothing installed before"
         by_hand = "; ".join(f"pip install --no-deps --force-reinstall {s.name}=={s.version}" for s in snaps)
-        self.book.add(
-            index,
-            f"saved {text} in {', '.join(s.folder for s in snaps) or '-'}",
-            by_hand or "pip uninstall " + " ".join(wrote),
-            {"kind": "install", "snapshots": [asdict(s) for s in snaps], **about},
-        )
+        data = {"kind": "install", "snapshots": [asdict(s) for s in snaps], **about}
+        saved = f"saved {text} in {', '.join(s.folder for s in snaps) or '-'}"
+        self.book.add(index, saved, by_hand or "pip uninstall " + " ".join(wrote), data)
         return snaps
 
     def move(self, index: int, action: MovePath, src: str, dst: str) -> tuple[str, str]:
@@ -506,9 +502,8 @@ class Runner:
             raise error(f"fa-doctor edits only {OVERRIDE} in files, not {action.variable}")
         if action.value not in (None, "2", "3", "4"):
             raise error(f"{OVERRIDE} can be set to 2, 3 or 4 only, not {action.value!r}")
-        result = envfile.edit(
-            action.path, set_value=None if action.value is None else int(action.value), dry_run=dry_run
-        )
+        value = None if action.value is None else int(action.value)
+        result = envfile.edit(action.path, set_value=value, dry_run=dry_run)
         if result.error:
             raise error(result.error)
         if dry_run or not (result.changed and result.backup):

@@ -96,15 +96,11 @@ def take(name: str, version: str, location: str, metadata_dir: str, about: Mappi
             snap.files.append((path, saved))
         write_atomic(os.path.join(folder, MANIFEST), json.dumps({**asdict(snap), **(about or {})}).encode(), mode=0o600)
     except OSError as exc:
-        discard(snap)
+        shutil.rmtree(snap.folder, ignore_errors=True)
         raise SnapshotError(
             f"cannot save {name} {version}'s files ({exc.strerror or exc}): it could not be put back"
         ) from None
     return snap
-
-
-def discard(snap: Snapshot) -> None:
-    shutil.rmtree(snap.folder, ignore_errors=True)
 
 
 def remove_installed(location: str, name: str, keep: Iterable[str] = ()) -> None:
@@ -142,7 +138,7 @@ def undo_install(
         for path, saved in snap.files:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             os.replace(saved, path)
-        discard(snap)
+        shutil.rmtree(snap.folder, ignore_errors=True)
 
 
 def _move_back(src: str, dst: str) -> None:
