@@ -142,45 +142,30 @@ def _left_out(findings: Sequence[Finding], steps: Sequence[PlanStep], options: F
     out = []
     if unknown := sorted(set(options.only) - {f.id for f in findings}):
         repairable = sorted({f.id for f in findings if f.severity in (Severity.FAIL, Severity.WARN)})
-        out.append(
-            Finding(
-                "fix.unknown_finding",
-                Severity.FAIL,
-                f"--only names {', '.join(unknown)}, which this check did not find",
-                "Nothing was planned for it: the id is misspelt, or the finding is not present with these options. "
-                + (
-                    f"Findings to repair here: {', '.join(repairable)}." if repairable else "Nothing here needs repair."
-                ),
-                {"unknown": unknown, "findings": repairable},
-                (Remedy("Run `fa-doctor fix --plan` with the same options to see what can be repaired.", ()),),
-            )
+        title = f"--only names {', '.join(unknown)}, which this check did not find"
+        detail = (
+            "Nothing was planned for it: the id is misspelt, or the finding is not present with these options. "
+            + (f"Findings to repair here: {', '.join(repairable)}." if repairable else "Nothing here needs repair.")
         )
+        hint = Remedy("Run `fa-doctor fix --plan` with the same options to see what can be repaired.", ())
+        evidence = {"unknown": unknown, "findings": repairable}
+        out.append(Finding("fix.unknown_finding", Severity.FAIL, title, detail, evidence, (hint,)))
     planned = {s.finding for s in steps}
     left = [f for f in findings if _wanted(f, options.only) and f.id not in planned]
     torch = sorted(f.id for f in left if any(r.replaces_torch and r.actions for r in f.remedies))
     if torch and not options.allow_torch_change:
-        out.append(
-            Finding(
-                "fix.needs_torch_change",
-                Severity.INFO,
-                f"Not planned: the repair of {', '.join(torch)} replaces torch",
-                "fa-doctor never moves the server's torch on its own. Read that remedy: it says which torch it "
-                "installs and why; if that is what you want, plan again with --allow-torch-change.",
-                {"findings": torch},
-            )
+        title = f"Not planned: the repair of {', '.join(torch)} replaces torch"
+        detail = (
+            "fa-doctor never moves the server's torch on its own. Read that remedy: it says which torch it "
+            "installs and why; if that is what you want, plan again with --allow-torch-change."
         )
+        out.append(Finding("fix.needs_torch_change", Severity.INFO, title, detail, {"findings": torch}))
     why = {f.id: next(r.refused for r in f.remedies if r.refused) for f in left if any(r.refused for r in f.remedies)}
     if why:
-        out.append(
-            Finding(
-                "fix.not_doable",
-                Severity.INFO,
-                f"Not planned: fa-doctor cannot carry out the repair of {', '.join(sorted(why))} here",
-                "Its remedy is printed above to run by hand where it can run; `fix --apply` would refuse it here: "
-                + "; ".join(f"{fid}: {reason}" for fid, reason in sorted(why.items())),
-                {"findings": dict(sorted(why.items()))},
-            )
-        )
+        title = f"Not planned: fa-doctor cannot carry out the repair of {', '.join(sorted(why))} here"
+        detail = "Its remedy is printed above to run by hand where it can run; `fix --apply` would refuse it here: "
+        detail += "; ".join(f"{fid}: {reason}" for fid, reason in sorted(why.items()))
+        out.append(Finding("fix.not_doable", Severity.INFO, title, detail, {"findings": dict(sorted(why.items()))}))
     return out
 
 
@@ -306,17 +291,10 @@ def _stale_finding(left: Leftover, target: Sequence[str]) -> Finding:
         "Nothing was changed now: a new apply over a half-changed environment could not be put back. "
         "Resolve the earlier one first."
     )
-    return Finding(
-        "fix.stale_journal",
-        Severity.FAIL,
-        "An earlier `fa-doctor fix --apply` did not finish: the environment may be half-changed",
-        Lines([first, *left.lines]),
-        evidence,
-        (
-            Remedy("Put back what it changed (from its journal and saved copies), then check again:", (undo,)),
-            Remedy("Or keep the environment as it is now and drop the journal and saved copies:", (drop,)),
-        ),
-    )
+    title = "An earlier `fa-doctor fix --apply` did not finish: the environment may be half-changed"
+    put_back = Remedy("Put back what it changed (from its journal and saved copies), then check again:", (undo,))
+    keep = Remedy("Or keep the environment as it is now and drop the journal and saved copies:", (drop,))
+    return Finding("fix.stale_journal", Severity.FAIL, title, Lines([first, *left.lines]), evidence, (put_back, keep))
 
 
 def _resolved(outcomes: Sequence[tuple[Leftover, list[str]]], mode: str) -> list[Finding]:
@@ -352,19 +330,14 @@ def _state(applied: ApplyResult) -> Finding:
     if applied.interrupted is None and applied.failed is None:
         stopped = f"Done in part ({len(applied.refused)} refused)"
         lines += [f"Refused: {s.description}" for s in applied.refused]
-    return Finding(
-        "fix.state",
-        Severity.FAIL,
-        f"{stopped}: {len(kept)} step(s) in effect, {len(applied.undone)} undone, {len(applied.not_run)} not run",
-        Lines(lines),
-        {
-            "state": applied.state,
-            "completed": [s.description for s in kept],
-            "undone": [s.description for s in applied.undone],
-            "failed": applied.failed.description if applied.failed else None,
-            "not_run": [render(a) for a in applied.not_run],
-            "journal": applied.journal,
-            "signal": applied.interrupted,
-        },
-        (_AGAIN,),
-    )
+    title = f"{stopped}: {len(kept)} step(s) in effect, {len(applied.undone)} undone, {len(applied.not_run)} not run"
+    evidence = {
+        "state": applied.state,
+        "completed": [s.description for s in kept],
+        "undone": [s.description for s in applied.undone],
+        "failed": applied.failed.description if applied.failed else None,
+        "not_run": [render(a) for a in applied.not_run],
+        "journal": applied.journal,
+        "signal": applied.interrupted,
+    }
+    return Finding("fix.state", Severity.FAIL, title, Lines(lines), evidence, (_AGAIN,))
