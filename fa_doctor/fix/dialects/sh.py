@@ -333,10 +333,8 @@ class Scanner:
                 if j < 0:
                     raise self.fail(i, "a single quote that is never closed")
                 i = j + 1
-            elif c == '"':
-                i = self.skip(i + 1, '"')
-            elif c == "`":
-                i = self.skip(i + 1, "`")
+            elif c in '"`':
+                i = self.skip(i + 1, c)
             elif c == "$":
                 i = self.dollar(i)
             else:
@@ -405,14 +403,13 @@ class Scanner:
             c = t[i]
             if c == "\\":
                 i += 2
-                continue
-            if c in "'\"`$":
+            elif c in "'\"`$":
                 i = self.read_word(i) if c != "$" else self.dollar(i)
-                continue
-            depth += {"(": 1, ")": -1}.get(c, 0)
-            i += 1
-            if not depth:
-                return i
+            else:
+                depth += {"(": 1, ")": -1}.get(c, 0)
+                i += 1
+                if not depth:
+                    return i
         raise self.fail(start, "a `(` that is never closed")
 
     def skip_dbracket(self, i: int) -> int:
@@ -436,11 +433,10 @@ class Scanner:
                 return i + 1
             if t.startswith("|", i):
                 i += 1
-                continue
-            j = self.read_word(i)
-            if j == i:
+            elif (j := self.read_word(i)) > i:
+                i = j
+            else:
                 break
-            i = j
         raise self.fail(i, "a case pattern without its `)`")
 
     def redirect(self, i: int, cmd: Command) -> int:
