@@ -459,7 +459,7 @@ class Runner:
             was = {s.name: s.version for s in snaps}
             parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.install.items]
             message = "installed " + (", ".join(parts) or "nothing new")
-        return message, self.book.entries[-1].undo_text, done.returncode, text
+        return message, self.book.entries[-1].undo, done.returncode, text
 
     def save(self, index: int, dists: list[Distribution], wrote: list[str]) -> list[J.Snapshot]:
         """Snapshot `dists`, and journal the undo of a step that replaces them and writes `wrote`."""

@@ -167,7 +167,7 @@ def undo_of(data: Mapping[str, Any]) -> Callable[[], None] | None:
 class Entry:
     step: int
     did: str  # what changed, in words
-    undo_text: str  # how to put it back, in words (for a person, after a SIGKILL)
+    undo: str  # how to put it back, in words (for a person, after a SIGKILL)
     data: Mapping[str, Any]  # the same as data: `undo_of` rebuilds the undo from it (after a crash too)
     undone: bool = False
 
@@ -198,8 +198,8 @@ class Journal:
         self.current = (step, description)
         self.write()
 
-    def add(self, step: int, did: str, undo_text: str, data: Mapping[str, Any]) -> None:
-        self.entries.append(Entry(step, did, undo_text, dict(data)))
+    def add(self, step: int, did: str, undo: str, data: Mapping[str, Any]) -> None:
+        self.entries.append(Entry(step, did, undo, dict(data)))
         self.write()
 
     def write(self, state: str | None = None) -> None:
@@ -214,10 +214,7 @@ class Journal:
             "pid": pid,
             "pid_started": started(pid),
             "current": None if self.current is None else {"step": self.current[0], "what": self.current[1]},
-            "changes": [
-                {"step": e.step, "did": e.did, "undo": e.undo_text, "data": dict(e.data), "undone": e.undone}
-                for e in self.entries
-            ],
+            "changes": [asdict(e) for e in self.entries],  # step, did, undo, data, undone
         }
         with contextlib.suppress(OSError):
             write_atomic(self.path, json.dumps(doc, indent=1).encode(), mode=0o600)

@@ -85,7 +85,7 @@ def find(python: str, sys_path: Sequence[str], exclude: str | None = None, tmp: 
         pending = [e for e in book.entries if not e.undone]
         if not ours or book.state in _FINAL or not (pending or book.current):
             continue
-        changes = [f"{e.did} (undo: {e.undo_text})" for e in pending]
+        changes = [f"{e.did} (undo: {e.undo})" for e in pending]
         if book.current is not None and not any(e.step == book.current[0] for e in book.entries):
             changes.append(f"step {book.current[0] + 1} was under way: {book.current[1]}")
         pid = book.writer[0]
@@ -140,7 +140,7 @@ def undo(left: Leftover) -> list[str]:
             return [f"{left.journal}: {exc}"]
         results, manual = book.rollback()
         problems += [f"{e.did}: its undo failed: {why}" for e, why in results if why is not None]
-        problems += [f"{e.did}: fa-doctor knows no undo for it ({e.undo_text})" for e in manual]
+        problems += [f"{e.did}: fa-doctor knows no undo for it ({e.undo})" for e in manual]
         book.write("undone" if not problems else "partly undone")
     else:
         for folder in left.folders:
