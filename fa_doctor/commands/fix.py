@@ -78,9 +78,7 @@ def _edit_finding(edit: EditResult, dry_run: bool) -> Finding:
 def plan_steps(
     findings: Sequence[Finding], only: Sequence[str] = (), allow_torch_change: bool = False
 ) -> tuple[PlanStep, ...]:
-    """For each failing or warning finding (or those named by --only), worst first, the first remedy whose
-    actions fa-doctor can carry out (the planner did not mark it refused); a repair two findings share runs once.
-    A remedy that replaces torch is taken only with `allow_torch_change`."""
+    """The repairs fa-doctor can carry out, worst finding first (see `_choose`)."""
     return _choose(findings, only, allow_torch_change)[0]
 
 
@@ -91,8 +89,10 @@ def _wanted(f: Finding, only: Sequence[str]) -> bool:
 def _choose(
     findings: Sequence[Finding], only: Sequence[str], allow_torch_change: bool
 ) -> tuple[tuple[PlanStep, ...], tuple[str, ...]]:
-    """The steps, and for each the repair it belongs to (a finding's id; findings that share a step are one
-    repair): `fix --apply` holds back a refused step's repair only."""
+    """For each failing or warning finding (or those named by --only), worst first, the first remedy whose
+    actions fa-doctor can carry out (the planner did not mark it refused; one that replaces torch only with
+    `allow_torch_change`); a repair two findings share runs once. Also, for each step, the repair it belongs to
+    (a finding's id; findings that share a step are one repair): `fix --apply` holds back a refused one only."""
     from fa_doctor.diagnose.plan.feasible import runnable
 
     steps: list[PlanStep] = []

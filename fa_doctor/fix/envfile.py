@@ -206,11 +206,8 @@ def _diff(path: str, old: str, new: str) -> str:
 
 
 def edit(path: str, *, set_value: int | None, dry_run: bool) -> EditResult:
-    """Remove the override's assignment from `path` (or set it to `set_value`), keeping every other byte.
-
-    Nothing happens where the variable is absent. With `dry_run` the diff is returned and nothing is written.
-    Errors come back in `error` (the file is then as it was), never as exceptions.
-    """
+    """Remove the override's assignment from `path` (or set it to `set_value`), keeping every other byte; with
+    `dry_run` only the diff. Errors come back in `error` (the file is then as it was), never as exceptions."""
     if set_value is not None and set_value not in VALID:
         return EditResult(path, False, error=f"--set takes 2, 3 or 4, not {set_value!r}")
     value = None if set_value is None else str(set_value)
@@ -235,6 +232,5 @@ def edit(path: str, *, set_value: int | None, dry_run: bool) -> EditResult:
     try:
         backup = write(real, st, data, encode(new, encoding, bom))
     except OSError as e:
-        reason = e.strerror or str(e)
-        return EditResult(path, False, diff, error=f"cannot write {path}: {reason}; the file is unchanged")
+        return EditResult(path, False, diff, error=f"cannot write {path}: {e.strerror or e}; the file is unchanged")
     return EditResult(path, True, diff, backup, notes=all_notes)

@@ -88,10 +88,9 @@ def find(python: str, sys_path: Sequence[str], exclude: str | None = None, tmp: 
         changes = [f"{e.did} (undo: {e.undo})" for e in pending]
         if book.current is not None and not any(e.step == book.current[0] for e in book.entries):
             changes.append(f"step {book.current[0] + 1} was under way: {book.current[1]}")
-        pid = book.writer[0]
-        running = pid if isinstance(pid, int) and alive(pid, book.writer[1]) else None
-        left = [f for f in saved if os.path.isdir(f)]
-        out.append(Leftover(path, book.state, tuple(changes), tuple(left), running))
+        pid, since = book.writer
+        running = pid if isinstance(pid, int) and alive(pid, since) else None
+        out.append(Leftover(path, book.state, tuple(changes), tuple(f for f in saved if os.path.isdir(f)), running))
     if orphans := [f for f in _folders(sys_path) if f not in claimed]:
         out.append(Leftover(None, "no journal", tuple(map(_manifest_line, orphans)), tuple(orphans)))
     return out
