@@ -4,6 +4,7 @@ that may set the override in a form fa-doctor does not edit (then nothing is edi
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable
@@ -38,28 +39,23 @@ def detect(path: str, text: str) -> str:
         return "systemd"
     if name in ("env", "environment", ".env") or name.endswith(".env") or name.startswith(".env."):
         return "dotenv"
-    if _DOTENV_SPACED.search(text):
-        return "dotenv"
-    return "sh"
+    return "dotenv" if _DOTENV_SPACED.search(text) else "sh"
 
 
 def planner(dialect: str) -> Callable[[str, str | None], Plan]:
-    return {"sh": sh.plan, "systemd": systemd_plan, "dotenv": dotenv_plan}.get(dialect) or refused(dialect)
+    plans = {"sh": sh.plan, "systemd": systemd_plan, "dotenv": dotenv_plan}
+    return plans.get(dialect) or functools.partial(refused, dialect)
 
 
-def refused(dialect: str) -> Callable[[str, str | None], Plan]:
+def refused(dialect: str, text: str, value: str | None) -> Plan:
     """A shell fa-doctor does not read: every line that names the variable (any case: PowerShell's are not
     case-sensitive), or the whole file where none does (code it sources may still set it)."""
-
-    def plan(text: str, value: str | None) -> Plan:
-        out, why = Plan(), f"fa-doctor does not edit {dialect} files; remove or change it by hand"
-        for m in re.finditer(re.escape(N), text, re.I):
-            out.refuse(line_of(text, m.start()), f"names {N}: {why}")
-        if not out.refusals:
-            out.refuse(1, f"{why} (no line names {N}, but code the file runs may set it)")
-        return out
-
-    return plan
+    out, why = Plan(), f"fa-doctor does not edit {dialect} files; remove or change it by hand"
+    for m in re.finditer(re.escape(N), text, re.I):
+        out.refuse(line_of(text, m.start()), f"names {N}: {why}")
+    if not out.refusals:
+        out.refuse(1, f"{why} (no line names {N}, but code the file runs may set it)")
+    return out
 
 
 # ---- dotenv: `KEY=value` entries whose values cannot run or expand anything; any other file is read as sh ----
