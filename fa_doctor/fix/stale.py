@@ -42,9 +42,7 @@ def _journals(tmp: str, exclude: str | None) -> Iterator[str]:
         entries = list(os.scandir(tmp))
     except OSError:
         return
-    for entry in entries:
-        if not entry.name.startswith(PREFIX) or entry.path == exclude:
-            continue
+    for entry in (e for e in entries if e.name.startswith(PREFIX) and e.path != exclude):
         path = os.path.join(entry.path, "journal.json")
         try:
             folder, info = entry.stat(follow_symlinks=False), os.lstat(path)
