@@ -124,18 +124,6 @@ def _choose(
     return tuple(steps), tuple(root(s.finding) for s in steps)
 
 
-def _plan(
-    options: FixOptions, progress: Progress | None, pending: TargetProbe | None
-) -> tuple[Result, tuple[PlanStep, ...], tuple[str, ...]]:
-    from fa_doctor.commands import check
-
-    before = check.run(options.check, progress, pending)
-    steps, groups = _choose(before.findings, options.only, options.allow_torch_change)
-    payload = FixPayload("plan", plan=steps, check=before.check)
-    findings = (*before.findings, *_left_out(before.findings, steps, options))
-    return replace(before, command="fix", payload=payload, findings=findings), steps, groups
-
-
 def _left_out(findings: Sequence[Finding], steps: Sequence[PlanStep], options: FixOptions) -> list[Finding]:
     """What the plan leaves out, said: ids --only names that the check did not find, findings whose only repair
     moves torch (without --allow-torch-change), and those whose repair fa-doctor cannot carry out here, with why."""
@@ -177,7 +165,13 @@ def run(
 ) -> Result:
     """Plan; with `apply`, confirm, apply, re-check (with `dry_run`: prove only). `undo` / `discard_journal`
     resolve an unfinished apply's journal instead. TargetError propagates (exit code 2)."""
-    planned, steps, groups = _plan(options, progress, pending)
+    from fa_doctor.commands import check
+
+    before = check.run(options.check, progress, pending)
+    steps, groups = _choose(before.findings, options.only, options.allow_torch_change)
+    findings = (*before.findings, *_left_out(before.findings, steps, options))
+    payload = FixPayload("plan", plan=steps, check=before.check)
+    planned = replace(before, command="fix", payload=payload, findings=findings)
     if options.undo or options.discard_journal:
         return _resolve(options, planned, progress)
     from fa_doctor.fix import stale
@@ -192,7 +186,6 @@ def run(
     if not options.dry_run and confirm is not None and not confirm(steps):
         extra = Finding("fix.declined", Severity.INFO, "Nothing was applied: the plan was declined", "")
         return replace(planned, findings=(*planned.findings, extra))
-    from fa_doctor.commands import check
     from fa_doctor.fix.apply import apply
 
     python = target.executable if target else (options.check.python or "python3")
