@@ -238,8 +238,7 @@ def dotenv_plan(text: str, value: str | None) -> Plan:
         if m is None or (m["eq"] != "=" and m["key"] in _SHELL_WORDS):
             return sh_plan(text, value)
         raw = _VALUE.match(text, m.end())
-        tail = _TAIL.match(text, raw.end()) if raw else None
-        if raw is None or tail is None:
+        if not (raw and (tail := _TAIL.match(text, raw.end()))):
             return sh_plan(text, value)
         if m["key"] == N and "\n" in raw[0]:
             out.refuse(line_of(text, i), f"sets {N} to a value that spans lines")
@@ -272,9 +271,9 @@ def _comment(text: str, i: int, end: int) -> bool:
     return text[i:end].lstrip(" \t")[:1] in ("#", ";")
 
 
-def logical_lines(text: str) -> list[tuple[int, int, int]]:
+def logical_lines(text: str) -> Iterator[tuple[int, int, int]]:
     """(start, end of content, start of the next logical line) of each entry, continuations joined."""
-    out, i = [], 0
+    i = 0
     while i < len(text):
         end, nxt = _physical(text, i)
         body = text[i:end].strip(" \t\r")
@@ -288,9 +287,8 @@ def logical_lines(text: str) -> list[tuple[int, int, int]]:
             while _comment(text, i, end) and nxt < len(text):  # comment lines inside a continuation are skipped
                 i = nxt
                 end, nxt = _physical(text, i)
-        out.append((start, end, nxt))
+        yield start, end, nxt
         i = nxt
-    return out
 
 
 def _words(text: str, p: int, end: int, line: int) -> list[Word]:
@@ -878,8 +876,7 @@ class _Prover:
 
     def sets_v(self, args: list[Word]) -> bool:
         """Whether `printf`/`print` gets `-v NAME` (its leading options; one fa-doctor cannot read may be it)."""
-        for w in args:
-            u = self.unquote(w)
+        for u in map(self.unquote, args):
             if DYN in u or (u.startswith("-") and u != "--" and "v" in u):
                 return True
             if not u.startswith("-") or u == "--":
