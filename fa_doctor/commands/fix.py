@@ -4,6 +4,7 @@ journalled transaction (`--dry-run`: the proofs only); `--undo` / `--discard-jou
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -48,8 +49,6 @@ class FixOptions:
 
 def unset_override(options: OverrideOptions) -> Result:
     """ValueError (an unknown shell, an invalid --set) propagates: the CLI validates before this."""
-    import os
-
     from fa_doctor.fix import envfile
     from fa_doctor.probes.shell import detect_shell
     from fa_doctor.render.shell import eval_hint, override_code
@@ -166,6 +165,7 @@ def run(
     """Plan; with `apply`, confirm, apply, re-check (with `dry_run`: prove only). `undo` / `discard_journal`
     resolve an unfinished apply's journal instead. TargetError propagates (exit code 2)."""
     from fa_doctor.commands import check
+    from fa_doctor.fix import stale
 
     before = check.run(options.check, progress, pending)
     steps, groups = _choose(before.findings, options.only, options.allow_torch_change)
@@ -174,8 +174,6 @@ def run(
     planned = replace(before, command="fix", payload=payload, findings=findings)
     if options.undo or options.discard_journal:
         return _resolve(options, planned, progress)
-    from fa_doctor.fix import stale
-
     target = planned.check.target
     found = stale.find(target.executable, target.sys_path) if target else []
     left = [_stale_finding(x, options.check.target_args) for x in found]  # an unfinished apply: named in every mode
