@@ -1,9 +1,6 @@
 """Structure-aware edits of the override in env files: sh (bash, zsh), dotenv and systemd; fish, PowerShell and csh
-files are refused, naming each line with the name. Each dialect returns a Plan: spans to replace, or the lines
-that may set the override in a form fa-doctor does not edit (then nothing is edited). For sh, `Scanner` tokenizes
-(where each simple command starts and ends, how deep it sits, comments, quotes, here-documents; nothing is run or
-expanded) and `_Prover` decides which statements may set the override: the file is edited only when every way it
-could set it is a plain assignment. The rules: docs/fix.md."""
+files are refused. Each dialect returns a Plan: spans to replace, or the lines that may set the override otherwise
+(then nothing is edited). For sh, `Scanner` tokenizes and `_Prover` decides; the rules: docs/fix.md."""
 
 from __future__ import annotations
 

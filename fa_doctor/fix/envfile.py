@@ -1,7 +1,5 @@
-"""Remove or rewrite the override's assignment in env files, keeping every other byte (docs/fix.md: "The override
-in files"). The dialect's Plan says what to change, or every line that may set the override otherwise (then the file
-is refused, naming each as FILE:LINE). The read is bounded and never blocks; the write is atomic and keeps owner,
-mode, ACLs and xattrs; a hard-linked file is refused. Diffs show only the changed lines, secrets hidden."""
+"""Remove or rewrite the override's assignment in env files, keeping every other byte, as the dialect's Plan says
+(or refuse the file, naming each line that may set it otherwise); docs/fix.md: "The override in files"."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The journal of `fix --apply`: each change and how to put it back, in words and as data, on disk as it happens
-(rewritten and fsynced after each change), so the next run can name and undo it after a SIGKILL (`stale`). Undo:
-a move moves back, an env-file edit renames its backup over the file, an install or uninstall puts back the
-snapshot taken just before it (every RECORD file hard-linked into a hidden folder with a manifest.json)."""
+"""The journal of `fix --apply`: each change and how to put it back, in words and as data, rewritten and fsynced
+after each change so the next run can name and undo it after a SIGKILL (`stale`); the undos: docs/fix.md."""
 
 from __future__ import annotations
 
