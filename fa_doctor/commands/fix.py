@@ -17,12 +17,11 @@ from fa_doctor.model.result import FixPayload, PlanStep, Result
 from fa_doctor.render.shell import describe, render
 
 if TYPE_CHECKING:
-    from fa_doctor.fix.apply import ApplyResult
+    from fa_doctor.fix.apply import ApplyResult, Progress
     from fa_doctor.fix.envfile import EditResult
     from fa_doctor.fix.stale import Leftover
     from fa_doctor.probes.target import TargetProbe
 
-Progress = Callable[[str], None]
 Confirm = Callable[[tuple[PlanStep, ...]], bool]
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import difflib
 import errno
 import os
@@ -141,14 +142,12 @@ def write(real: str, st: os.stat_result, old: bytes, new: bytes) -> str:
             if leftover and os.path.lexists(leftover) and leftover != real:
                 os.unlink(leftover)
         raise
-    try:
+    with contextlib.suppress(OSError):  # the rename is done; a folder that cannot be fsynced (NFS...) is no error
         dfd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    except OSError:
-        pass  # the rename is done; a folder that cannot be fsynced (some network filesystems) is not an error
     return backup
 
 
