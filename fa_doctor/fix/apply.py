@@ -264,10 +264,6 @@ def ended(
 
 # ---- the steps: proven, then run ------------------------------------------------------------------------------------
 
-_TAIL = 4000
-_DRY_LIMIT = 300.0
-_CLONE_LIMIT = 900.0
-_PROBE_LIMIT = 30.0
 _QUIET = {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_TERMINAL_PROMPT": "0"}
 
 
@@ -280,7 +276,7 @@ class Proof:
 
 
 def _tail(done: proc.Completed) -> str:
-    return (done.out() + done.err())[-_TAIL:]
+    return (done.out() + done.err())[-4000:]
 
 
 def _last_words(done: proc.Completed) -> str:
@@ -331,7 +327,7 @@ class Runner:
             from fa_doctor.probes.target import TargetError, probe_target
 
             try:
-                sys_path = probe_target(self.python, _PROBE_LIMIT).sys_path
+                sys_path = probe_target(self.python, 30.0).sys_path
             except TargetError as exc:
                 raise Refused(f"the target's search path cannot be read: {exc}") from None
         self.sys_path = tuple(sys_path)
@@ -392,7 +388,7 @@ class Runner:
 
     def clone(self, action: BuildFromClone, folder: str) -> None:
         argv = ["git", "-c", "protocol.file.allow=never", "-c", "protocol.ext.allow=never", *action.clone_argv]
-        done = self.command(argv, min(self.limit(action), _CLONE_LIMIT), folder)
+        done = self.command(argv, min(self.limit(action), 900.0), folder)
         if done.timed_out or done.returncode != 0:
             raise Refused(f"git clone of {action.repo} failed ({_last_words(done)})")
         if not os.path.isdir(os.path.join(folder, action.requirement)):
@@ -401,7 +397,7 @@ class Runner:
     def dry_run(self, pip: PipInstall, action: Action, cwd: str) -> proofs.InstallProof:
         self.pip_version()
         report = tempfile.mktemp(prefix="report-", suffix=".json", dir=self.workdir)
-        limit = min(self.limit(action), _DRY_LIMIT)
+        limit = min(self.limit(action), 300.0)
         argv = self.argv(pip)  # `install` is argv[3]: the dry run and its report right after it, short network timeouts
         argv[4:4] = ["--dry-run", "--report", report, "--timeout", "15", "--retries", "1"]
         done = self.command(argv, limit, cwd, pip.env, error=Refused)
