@@ -187,8 +187,7 @@ def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str
         new = apply(text, plan.changes)
     except ValueError:
         raise ValueError(f"{path}: fa-doctor found overlapping edits") from None
-    changed = sorted({line_of(text, c.start) for c in plan.changes if text[c.start : c.end] != c.new})
-    return new, changed, plan.notes
+    return new, sorted({line_of(text, c.start) for c in plan.changes if text[c.start : c.end] != c.new}), plan.notes
 
 
 def _diff(path: str, old: str, new: str) -> str:
