@@ -41,7 +41,7 @@ class Change:
 class Plan:
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    refusals: dict[int, str] = field(default_factory=dict)  # line -> why it may set the override; then no edit
+    refusals: dict[int, str] = field(default_factory=dict)  # line -> why it may set the override; then no edit at all
 
     def refuse(self, line: int, reason: str) -> None:
         self.refusals.setdefault(line, reason)
@@ -247,8 +247,6 @@ def dotenv_plan(text: str, value: str | None) -> Plan:
         if m.start() not in starts:
             why = "inside a quoted value: docker's --env-file, which reads line by line, sets it"
             out.refuse(line_of(text, m.start()), f"{N}= stands at the start of a line {why}")
-    if out.refusals:
-        out.changes.clear()
     return out
 
 
@@ -377,9 +375,7 @@ def systemd_plan(text: str, value: str | None) -> Plan:
         key = _KEY.match(physical)
         by = f" in `{key['key']}=`" if key else ""
         out.refuse(line_of(text, f.start), f.why(text) or f"sets or passes {N}{by}, which fa-doctor does not edit")
-    if out.refusals:
-        out.changes.clear()
-    elif out.changes:
+    if out.changes and not out.refusals:
         out.notes.insert(0, RELOAD)
     return out
 
@@ -977,6 +973,4 @@ def sh_plan(text: str, value: str | None, depth: int = 0) -> Plan:
         p.out.refuse(e.line, e.reason)
     else:
         p.check_mentions()
-    if p.out.refusals:
-        p.out.changes.clear()
     return p.out
