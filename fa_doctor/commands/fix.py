@@ -4,6 +4,7 @@ journalled transaction (`--dry-run`: the proofs only); `--undo` / `--discard-jou
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -16,12 +17,11 @@ from fa_doctor.model.result import FixPayload, PlanStep, Result
 from fa_doctor.render.shell import describe, render
 
 if TYPE_CHECKING:
-    from fa_doctor.fix.apply import ApplyResult
+    from fa_doctor.fix.apply import ApplyResult, Progress
     from fa_doctor.fix.envfile import EditResult
     from fa_doctor.fix.stale import Leftover
     from fa_doctor.probes.target import TargetProbe
 
-Progress = Callable[[str], None]
 Confirm = Callable[[tuple[PlanStep, ...]], bool]
 
 
@@ -48,32 +48,23 @@ class FixOptions:
 
 def unset_override(options: OverrideOptions) -> Result:
     """ValueError (an unknown shell, an invalid --set) propagates: the CLI validates before this."""
-    import os
-
     from fa_doctor.fix import envfile
     from fa_doctor.probes.shell import detect_shell
     from fa_doctor.render.shell import eval_hint, override_code
 
-    env = os.environ if options.env is None else options.env
-    which = options.shell or detect_shell(env)
-    code = override_code(which, options.set_value)
+    which = options.shell or detect_shell(os.environ if options.env is None else options.env)
+    code, hint = override_code(which, options.set_value), eval_hint(which, options.set_value)
     edits = tuple(envfile.edit(p, set_value=options.set_value, dry_run=options.dry_run) for p in options.env_files)
-    findings = tuple(_edit_finding(e, options.dry_run) for e in edits)
-    hint = eval_hint(which, options.set_value)
     payload = FixPayload("unset-override", options.dry_run, which, code, hint, edits)
-    return Result("fix", findings, payload)
+    return Result("fix", tuple(_edit_finding(e, options.dry_run) for e in edits), payload)
 
 
 def _edit_finding(edit: EditResult, dry_run: bool) -> Finding:
     evidence = {"path": edit.path, "backup": edit.backup, "notes": list(edit.notes)}
     if edit.error:
+        by_hand = Remedy("Remove the SGLANG_FLASHATTENTION_VERSION line from the file by hand.", ())
         return Finding(
-            "fix.edit_failed",
-            Severity.FAIL,
-            f"{edit.path} was not changed",
-            edit.error,
-            evidence,
-            (Remedy("Remove the SGLANG_FLASHATTENTION_VERSION line from the file by hand.", ()),),
+            "fix.edit_failed", Severity.FAIL, f"{edit.path} was not changed", edit.error, evidence, (by_hand,)
         )
     if not edit.changed:
         return Finding("fix.edit_unneeded", Severity.INFO, f"{edit.path} does not set the override", "", evidence)
@@ -85,9 +76,7 @@ def _edit_finding(edit: EditResult, dry_run: bool) -> Finding:
 def plan_steps(
     findings: Sequence[Finding], only: Sequence[str] = (), allow_torch_change: bool = False
 ) -> tuple[PlanStep, ...]:
-    """For each failing or warning finding (or those named by --only), worst first, the first remedy whose
-    actions fa-doctor can carry out (the planner did not mark it refused); a repair two findings share runs once.
-    A remedy that replaces torch is taken only with `allow_torch_change`."""
+    """The repairs fa-doctor can carry out, worst finding first (see `_choose`)."""
     return _choose(findings, only, allow_torch_change)[0]
 
 
@@ -98,8 +87,10 @@ def _wanted(f: Finding, only: Sequence[str]) -> bool:
 def _choose(
     findings: Sequence[Finding], only: Sequence[str], allow_torch_change: bool
 ) -> tuple[tuple[PlanStep, ...], tuple[str, ...]]:
-    """The steps, and for each the repair it belongs to (a finding's id; findings that share a step are one
-    repair): `fix --apply` holds back a refused step's repair only."""
+    """For each failing or warning finding (or those named by --only), worst first, the first remedy whose
+    actions fa-doctor can carry out (the planner did not mark it refused; one that replaces torch only with
+    `allow_torch_change`); a repair two findings share runs once. Also, for each step, the repair it belongs to
+    (a finding's id; findings that share a step are one repair): `fix --apply` holds back a refused one only."""
     from fa_doctor.diagnose.plan.feasible import runnable
 
     steps: list[PlanStep] = []
@@ -111,9 +102,7 @@ def _choose(
             fid = parent[fid]
         return fid
 
-    for f in sorted(findings, key=lambda f: -f.severity.rank):
-        if not _wanted(f, only):
-            continue
+    for f in sorted((f for f in findings if _wanted(f, only)), key=lambda f: -f.severity.rank):
         for remedy in f.remedies:
             if (remedy.replaces_torch and not allow_torch_change) or remedy.refused:
                 continue
@@ -133,76 +122,37 @@ def _choose(
     return tuple(steps), tuple(root(s.finding) for s in steps)
 
 
-def _not_doable(findings: Sequence[Finding], steps: Sequence[PlanStep], only: Sequence[str]) -> Finding | None:
-    """Findings left out of the plan because fa-doctor cannot carry out their repair here: said, with why."""
+def _left_out(findings: Sequence[Finding], steps: Sequence[PlanStep], options: FixOptions) -> list[Finding]:
+    """What the plan leaves out, said: ids --only names that the check did not find, findings whose only repair
+    moves torch (without --allow-torch-change), and those whose repair fa-doctor cannot carry out here, with why."""
+    out = []
+    if unknown := sorted(set(options.only) - {f.id for f in findings}):
+        repairable = sorted({f.id for f in findings if f.severity in (Severity.FAIL, Severity.WARN)})
+        title = f"--only names {', '.join(unknown)}, which this check did not find"
+        detail = (
+            "Nothing was planned for it: the id is misspelt, or the finding is not present with these options. "
+            + (f"Findings to repair here: {', '.join(repairable)}." if repairable else "Nothing here needs repair.")
+        )
+        hint = Remedy("Run `fa-doctor fix --plan` with the same options to see what can be repaired.", ())
+        evidence = {"unknown": unknown, "findings": repairable}
+        out.append(Finding("fix.unknown_finding", Severity.FAIL, title, detail, evidence, (hint,)))
     planned = {s.finding for s in steps}
-    why = {
-        f.id: next(r.refused for r in f.remedies if r.refused)
-        for f in findings
-        if _wanted(f, only) and f.id not in planned and any(r.refused for r in f.remedies)
-    }
-    if not why:
-        return None
-    return Finding(
-        "fix.not_doable",
-        Severity.INFO,
-        f"Not planned: fa-doctor cannot carry out the repair of {', '.join(sorted(why))} here",
-        "Its remedy is printed above to run by hand where it can run; `fix --apply` would refuse it here: "
-        + "; ".join(f"{fid}: {reason}" for fid, reason in sorted(why.items())),
-        {"findings": dict(sorted(why.items()))},
-    )
-
-
-def _plan(
-    options: FixOptions, progress: Progress | None, pending: TargetProbe | None
-) -> tuple[Result, tuple[PlanStep, ...], tuple[str, ...]]:
-    from fa_doctor.commands import check
-
-    before = check.run(options.check, progress, pending)
-    steps, groups = _choose(before.findings, options.only, options.allow_torch_change)
-    payload = FixPayload("plan", plan=steps, check=before.check)
-    unknown = sorted(set(options.only) - {f.id for f in before.findings})
-    held = None if options.allow_torch_change else _held_for_torch(before.findings, steps, options.only)
-    extra = (
-        _unknown_only(unknown, before.findings) if unknown else None,
-        held,
-        _not_doable(before.findings, steps, options.only),
-    )
-    findings = (*before.findings, *(f for f in extra if f is not None))
-    return replace(before, command="fix", payload=payload, findings=findings), steps, groups
-
-
-def _held_for_torch(findings: Sequence[Finding], steps: Sequence[PlanStep], only: Sequence[str]) -> Finding | None:
-    """Findings whose only repair moves torch: said, not silently left out of the plan."""
-    planned = {s.finding for s in steps}
-    ids = sorted(
-        f.id
-        for f in findings
-        if _wanted(f, only) and f.id not in planned and any(r.replaces_torch and r.actions for r in f.remedies)
-    )
-    if not ids:
-        return None
-    return Finding(
-        "fix.needs_torch_change",
-        Severity.INFO,
-        f"Not planned: the repair of {', '.join(ids)} replaces torch",
-        "fa-doctor never moves the server's torch on its own. Read that remedy: it says which torch it installs "
-        "and why; if that is what you want, plan again with --allow-torch-change.",
-        {"findings": ids},
-    )
-
-
-def _unknown_only(unknown: Sequence[str], findings: Sequence[Finding]) -> Finding:
-    repairable = sorted({f.id for f in findings if f.severity in (Severity.FAIL, Severity.WARN)})
-    return Finding(
-        "fix.unknown_finding",
-        Severity.FAIL,
-        f"--only names {', '.join(unknown)}, which this check did not find",
-        "Nothing was planned for it: the id is misspelt, or the finding is not present with these options. "
-        + (f"Findings to repair here: {', '.join(repairable)}." if repairable else "Nothing here needs repair."),
-        {"unknown": list(unknown), "findings": repairable},
-        (Remedy("Run `fa-doctor fix --plan` with the same options to see what can be repaired.", ()),),
-    )
+    left = [f for f in findings if _wanted(f, options.only) and f.id not in planned]
+    torch = sorted(f.id for f in left if any(r.replaces_torch and r.actions for r in f.remedies))
+    if torch and not options.allow_torch_change:
+        title = f"Not planned: the repair of {', '.join(torch)} replaces torch"
+        detail = (
+            "fa-doctor never moves the server's torch on its own. Read that remedy: it says which torch it "
+            "installs and why; if that is what you want, plan again with --allow-torch-change."
+        )
+        out.append(Finding("fix.needs_torch_change", Severity.INFO, title, detail, {"findings": torch}))
+    why = {f.id: next(r.refused for r in f.remedies if r.refused) for f in left if any(r.refused for r in f.remedies)}
+    if why:
+        title = f"Not planned: fa-doctor cannot carry out the repair of {', '.join(sorted(why))} here"
+        detail = "Its remedy is printed above to run by hand where it can run; `fix --apply` would refuse it here: "
+        detail += "; ".join(f"{fid}: {reason}" for fid, reason in sorted(why.items()))
+        out.append(Finding("fix.not_doable", Severity.INFO, title, detail, {"findings": dict(sorted(why.items()))}))
+    return out
 
 
 def run(
@@ -213,21 +163,28 @@ def run(
 ) -> Result:
     """Plan; with `apply`, confirm, apply, re-check (with `dry_run`: prove only). `undo` / `discard_journal`
     resolve an unfinished apply's journal instead. TargetError propagates (exit code 2)."""
-    planned, steps, groups = _plan(options, progress, pending)
+    from fa_doctor.commands import check
+    from fa_doctor.fix import stale
+
+    before = check.run(options.check, progress, pending)
+    steps, groups = _choose(before.findings, options.only, options.allow_torch_change)
+    findings = (*before.findings, *_left_out(before.findings, steps, options))
+    payload = FixPayload("plan", plan=steps, check=before.check)
+    planned = replace(before, command="fix", payload=payload, findings=findings)
     if options.undo or options.discard_journal:
         return _resolve(options, planned, progress)
-    stale = _stale(planned, options)  # an unfinished apply on this target: named in every mode
-    if stale and not (options.apply and options.dry_run and steps):
-        return replace(planned, findings=(*planned.findings, *stale))  # and nothing is applied over it
+    target = planned.check.target
+    found = stale.find(target.executable, target.sys_path) if target else []
+    left = [_stale_finding(x, options.check.target_args) for x in found]  # an unfinished apply: named in every mode
+    if left and not (options.apply and options.dry_run and steps):
+        return replace(planned, findings=(*planned.findings, *left))  # and nothing is applied over it
     if not options.apply or not steps:
         return planned
     if not options.dry_run and confirm is not None and not confirm(steps):
         extra = Finding("fix.declined", Severity.INFO, "Nothing was applied: the plan was declined", "")
         return replace(planned, findings=(*planned.findings, extra))
-    from fa_doctor.commands import check
     from fa_doctor.fix.apply import apply
 
-    target = planned.check.target
     python = target.executable if target else (options.check.python or "python3")
     # the actions of remedies the planner marked as moving torch: taken only with --allow-torch-change
     moves = [a for f in planned.findings for r in f.remedies if r.replaces_torch for a in r.actions]
@@ -250,27 +207,12 @@ def run(
         stopped = (*planned.findings, *_apply_findings(applied))
         return Result("fix", stopped, payload, planned.timings, options.check.strict, signal=applied.interrupted)
     after = check.run(options.check, progress)
-    failing = {f.id for f in planned.findings if f.severity in (Severity.FAIL, Severity.WARN)}
-    still = {f.id for f in after.findings if f.severity in (Severity.FAIL, Severity.WARN)}
-    payload = FixPayload(
-        "apply",
-        plan=steps,
-        applied=applied,
-        fixed=tuple(sorted(failing - still)),
-        remaining=tuple(sorted(still)),
-        check=after.check,
-    )
-    findings = [*after.findings, *_apply_findings(applied)]
-    return Result("fix", tuple(findings), payload, after.timings, options.check.strict)
-
-
-def _stale(planned: Result, options: FixOptions) -> list[Finding]:
-    from fa_doctor.fix import stale
-
-    target = planned.check.target
-    if target is None:
-        return []
-    return [_stale_finding(left, options.check.target_args) for left in stale.find(target.executable, target.sys_path)]
+    bad = (Severity.FAIL, Severity.WARN)
+    failing = {f.id for f in planned.findings if f.severity in bad}
+    still = sorted({f.id for f in after.findings if f.severity in bad})
+    fixed = tuple(sorted(failing - set(still)))
+    payload = FixPayload("apply", plan=steps, applied=applied, fixed=fixed, remaining=tuple(still), check=after.check)
+    return Result("fix", (*after.findings, *_apply_findings(applied)), payload, after.timings, options.check.strict)
 
 
 def _resolve(options: FixOptions, planned: Result, progress: Progress | None) -> Result:
@@ -284,15 +226,10 @@ def _resolve(options: FixOptions, planned: Result, progress: Progress | None) ->
     outcomes = [(left, stale.undo(left) if options.undo else stale.discard(left)) for left in found]
     after = check.run(options.check, progress) if outcomes and options.undo else planned
     findings = (*after.findings, *_resolved(outcomes, "undo" if options.undo else "discard"))
-    payload = FixPayload("resolve", check=after.check)
-    return Result("fix", findings, payload, after.timings, options.check.strict)
+    return Result("fix", findings, FixPayload("resolve", check=after.check), after.timings, options.check.strict)
 
 
 _AGAIN = Remedy("Fix the cause above, then run `fa-doctor fix --apply` again.", ())
-_RESOLVE_FIRST = (
-    "Nothing was changed now: a new apply over a half-changed environment could not be put back. "
-    "Resolve the earlier one first."
-)
 
 
 def _apply_findings(applied: ApplyResult, target: Sequence[str] = ()) -> list[Finding]:
@@ -304,17 +241,12 @@ def _apply_findings(applied: ApplyResult, target: Sequence[str] = ()) -> list[Fi
         Finding("fix.undone", Severity.INFO, f"Undone: {s.description}", f"{s.message}; put back as it was")
         for s in applied.undone
     ]
-    out += [
-        Finding(
-            "fix.skipped",
-            Severity.WARN,
-            f"Skipped: {s.description}",
-            s.message,
-            {"command": render(s.action)},
-            (Remedy("Run the command where the source can be reached.", (render(s.action),)),),
+    for s in applied.skipped:
+        cmd = render(s.action)
+        hint = Remedy("Run the command where the source can be reached.", (cmd,))
+        out.append(
+            Finding("fix.skipped", Severity.WARN, f"Skipped: {s.description}", s.message, {"command": cmd}, (hint,))
         )
-        for s in applied.skipped
-    ]
     alone = applied.dry_run or applied.ran or applied.undone or applied.failed is None
     when = "Refused (its repair did not run; the others did)" if alone else "Refused before anything changed"
     when = "Would be refused" if applied.dry_run else when
@@ -322,18 +254,12 @@ def _apply_findings(applied: ApplyResult, target: Sequence[str] = ()) -> list[Fi
         Finding("fix.refused", Severity.FAIL, f"{when}: {s.description}", s.message, {}, (_AGAIN,))
         for s in applied.refused
     ]
-    step = applied.failed
-    if step is not None and step.status != "refused":
+    if (step := applied.failed) is not None and step.status != "refused":
         unchanged = " Nothing it changed remains." if step.left_unchanged else ""
+        detail = Lines([f"{step.message}.{unchanged}", *step.output.splitlines()])
+        evidence = {"returncode": step.returncode, "not_run": [render(a) for a in applied.not_run]}
         out.append(
-            Finding(
-                "fix.step_failed",
-                Severity.FAIL,
-                f"Stopped: {step.description}",
-                Lines([f"{step.message}.{unchanged}", *(step.output.splitlines() if step.output else [])]),
-                {"returncode": step.returncode, "not_run": [render(a) for a in applied.not_run]},
-                (_AGAIN,),
-            )
+            Finding("fix.step_failed", Severity.FAIL, f"Stopped: {step.description}", detail, evidence, (_AGAIN,))
         )
     if not applied.ok and not applied.dry_run and not applied.blocked:
         out.append(_state(applied))
@@ -345,27 +271,20 @@ def _stale_finding(left: Leftover, target: Sequence[str]) -> Finding:
     evidence = {"journal": left.journal, "state": left.state, "changes": list(left.changes),
                 "saved": list(left.folders), "pid": left.running}  # fmt: skip
     if left.running is not None:
-        return Finding(
-            "fix.apply_running",
-            Severity.FAIL,
-            f"Another `fa-doctor fix --apply` (pid {left.running}) is changing this environment",
-            Lines(["Nothing was changed: two applies on one environment would undo each other's work.", *left.lines]),
-            evidence,
-            (Remedy("Wait for it to finish, then run `fa-doctor fix --apply` again.", ()),),
-        )
+        title = f"Another `fa-doctor fix --apply` (pid {left.running}) is changing this environment"
+        why = "Nothing was changed: two applies on one environment would undo each other's work."
+        wait = Remedy("Wait for it to finish, then run `fa-doctor fix --apply` again.", ())
+        return Finding("fix.apply_running", Severity.FAIL, title, Lines([why, *left.lines]), evidence, (wait,))
     undo = shlex.join(["fa-doctor", "fix", "--undo", *target])
     drop = shlex.join(["fa-doctor", "fix", "--discard-journal", *target])
-    return Finding(
-        "fix.stale_journal",
-        Severity.FAIL,
-        "An earlier `fa-doctor fix --apply` did not finish: the environment may be half-changed",
-        Lines([_RESOLVE_FIRST, *left.lines]),
-        evidence,
-        (
-            Remedy("Put back what it changed (from its journal and saved copies), then check again:", (undo,)),
-            Remedy("Or keep the environment as it is now and drop the journal and saved copies:", (drop,)),
-        ),
+    first = (
+        "Nothing was changed now: a new apply over a half-changed environment could not be put back. "
+        "Resolve the earlier one first."
     )
+    title = "An earlier `fa-doctor fix --apply` did not finish: the environment may be half-changed"
+    put_back = Remedy("Put back what it changed (from its journal and saved copies), then check again:", (undo,))
+    keep = Remedy("Or keep the environment as it is now and drop the journal and saved copies:", (drop,))
+    return Finding("fix.stale_journal", Severity.FAIL, title, Lines([first, *left.lines]), evidence, (put_back, keep))
 
 
 def _resolved(outcomes: Sequence[tuple[Leftover, list[str]]], mode: str) -> list[Finding]:
@@ -376,16 +295,11 @@ def _resolved(outcomes: Sequence[tuple[Leftover, list[str]]], mode: str) -> list
     for left, problems in outcomes:
         name = left.journal or ", ".join(left.folders)
         if problems:
-            out.append(
-                Finding(
-                    "fix.resolve_failed",
-                    Severity.FAIL,
-                    f"Could not {mode} all of it: {name}",
-                    Lines([*problems, *left.lines]),
-                    {"journal": left.journal, "problems": problems},
-                    (Remedy("Fix the cause above (or put those files back by hand), then run it again.", ()),),
-                )
-            )
+            again = Remedy("Fix the cause above (or put those files back by hand), then run it again.", ())
+            evidence = {"journal": left.journal, "problems": problems}
+            detail = Lines([*problems, *left.lines])
+            title = f"Could not {mode} all of it: {name}"
+            out.append(Finding("fix.resolve_failed", Severity.FAIL, title, detail, evidence, (again,)))
             continue
         did = "Put back" if mode == "undo" else "Kept as it is; journal and saved copies deleted"
         out.append(Finding("fix.resolved", Severity.OK, f"{did}: {name}", Lines(left.lines), {"journal": left.journal}))
@@ -406,19 +320,14 @@ def _state(applied: ApplyResult) -> Finding:
     if applied.interrupted is None and applied.failed is None:
         stopped = f"Done in part ({len(applied.refused)} refused)"
         lines += [f"Refused: {s.description}" for s in applied.refused]
-    return Finding(
-        "fix.state",
-        Severity.FAIL,
-        f"{stopped}: {len(kept)} step(s) in effect, {len(applied.undone)} undone, {len(applied.not_run)} not run",
-        Lines(lines),
-        {
-            "state": applied.state,
-            "completed": [s.description for s in kept],
-            "undone": [s.description for s in applied.undone],
-            "failed": applied.failed.description if applied.failed else None,
-            "not_run": [render(a) for a in applied.not_run],
-            "journal": applied.journal,
-            "signal": applied.interrupted,
-        },
-        (_AGAIN,),
-    )
+    title = f"{stopped}: {len(kept)} step(s) in effect, {len(applied.undone)} undone, {len(applied.not_run)} not run"
+    evidence = {
+        "state": applied.state,
+        "completed": [s.description for s in kept],
+        "undone": [s.description for s in applied.undone],
+        "failed": applied.failed.description if applied.failed else None,
+        "not_run": [render(a) for a in applied.not_run],
+        "journal": applied.journal,
+        "signal": applied.interrupted,
+    }
+    return Finding("fix.state", Severity.FAIL, title, Lines(lines), evidence, (_AGAIN,))

@@ -1,26 +1,28 @@
-"""`fa-doctor fix --apply`: a transaction. Every step is proven before the first change (`run_steps`, `proofs`),
-each change is journalled with its undo, and a failure or an interrupt puts back everything that can be put
-back. The stages are described in docs/fix.md ("Repairs")."""
+"""`fa-doctor fix --apply`: a transaction. Every step is proven before the first change (`Runner.prove`, `proofs`),
+then run (`Runner.run`), each change journalled with its undo; a failure or an interrupt puts back everything
+that can be put back. The stages are described in docs/fix.md ("Repairs")."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import tempfile
 import time
 from collections.abc import Callable, Collection, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from fa_doctor.diagnose.plan import feasible
 from fa_doctor.fix import journal as J
-from fa_doctor.fix import stale
-from fa_doctor.fix.proofs import Failed, Refused, forget_listings
-from fa_doctor.fix.run_steps import Runner
+from fa_doctor.fix import proofs, stale
+from fa_doctor.fix.proofs import NETWORK, Failed, Inventory, Refused, forget_listings
 from fa_doctor.fix.stale import Leftover
-from fa_doctor.model.actions import Action
-from fa_doctor.process import interrupt
+from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall
+from fa_doctor.model.install import Distribution
+from fa_doctor.probes.environment import OVERRIDE
+from fa_doctor.process import children, interrupt, proc
 from fa_doctor.render.shell import describe
 
 
@@ -88,28 +90,28 @@ def apply(
     """Prove, then run `actions` in the target interpreter `python`, as one transaction; with `dry_run`, prove
     only. `groups[i]` names the repair `actions[i]` belongs to: a refused step holds back its own group only.
     Never raises for a failing step, nor for SIGINT/SIGTERM/SIGHUP: they come back in the result."""
-    group_of = list(groups) if groups is not None else [0] * len(actions)
-    if len(group_of) != len(actions):
-        raise ValueError("groups must name one group per action")
+    group_of = list(groups) if groups is not None else [0] * len(actions)  # zip(strict=True): one per action
     manual = tuple(a for a in actions if not feasible.runnable(a))
     pairs = [(a, g) for a, g in zip(actions, group_of, strict=True) if feasible.runnable(a)]
-    runnable: list[Action] = [a for a, _ in pairs]
-    if not runnable:
+    if not pairs:
         return ApplyResult((), None, (), manual, state="nothing was changed", dry_run=dry_run)
     workdir = tempfile.mkdtemp(prefix=stale.PREFIX)  # 0700, ours alone
     book = J.Journal(os.path.join(workdir, "journal.json"))
     runner = Runner(python, workdir, book, timeout, set(torch_moves))
+    runner.actions, runner.manual = [a for a, _ in pairs], manual
     result: ApplyResult | None = None
     try:
         try:
-            result = _transaction(runner, runnable, [g for _, g in pairs], manual, sys_path, progress, dry_run)
+            result = _transaction(runner, [g for _, g in pairs], sys_path, progress, dry_run)
         except interrupt.Interrupted as exc:  # during the proofs: nothing was changed yet
-            result = ended(runner, runnable, manual, [], -1, None, exc.signum)
+            result = ended(runner, [], -1, None, exc.signum)
         return result
     finally:
         # The journal (and any saved files an undo could not put back) stay when something remains to see.
         trouble = result is None or (not result.ok and result.journal is not None)
-        runner.close(keep=result is None or bool(result.ran and (result.failed or result.interrupted is not None)))
+        if result is not None and not (result.ran and (result.failed or result.interrupted is not None)):
+            for snap in runner.snapshots:  # the saved files go, unless an undo failed: the journal names them
+                shutil.rmtree(snap.folder, ignore_errors=True)
         if trouble and book.entries:
             for entry in os.scandir(workdir):
                 if entry.name != "journal.json" and entry.is_dir(follow_symlinks=False):
@@ -123,15 +125,9 @@ def apply(
 
 
 def _transaction(
-    runner: Runner,
-    runnable: list[Action],
-    groups: list[Hashable],
-    manual: tuple[Action, ...],
-    sys_path: Sequence[str] | None,
-    progress: Progress | None,
-    dry_run: bool,
+    runner: Runner, groups: list[Hashable], sys_path: Sequence[str] | None, progress: Progress | None, dry_run: bool
 ) -> ApplyResult:
-    total = len(runnable)
+    runnable, manual, total = runner.actions, runner.manual, len(runner.actions)
     say = progress or (lambda _line: None)
     say(f"Proving {total} step(s) before changing anything")
     try:
@@ -168,9 +164,8 @@ def _transaction(
         )
         state = f"dry run: nothing was changed; {len(proven)} step(s) proven"
         if refused:
-            state += f", {len(refused)} refused" + (
-                f" ({len(blocked)} more of the same repairs would not run)" if blocked else ""
-            )
+            more = f" ({len(blocked)} more of the same repairs would not run)" if blocked else ""
+            state += f", {len(refused)} refused{more}"
         return ApplyResult((), None, tuple(runnable[i] for i in blocked), manual, refused=steps_refused,
                            skipped=tuple(skipped), proven=proven, dry_run=True, leftovers=left,
                            state=state + (f", {len(skipped)} skipped" if skipped else ""))  # fmt: skip
@@ -181,6 +176,7 @@ def _transaction(
             (), first, rest, manual, refused=steps_refused, skipped=tuple(skipped),
             state="nothing was changed: the plan did not run, because a step could not be proven safe",
         )  # fmt: skip
+    runner.skipped, runner.refused = skipped, steps_refused
     done: list[tuple[int, Step]] = []
     running: tuple[int, float] | None = None  # the step whose command is under way, and since when
     try:
@@ -192,12 +188,12 @@ def _transaction(
             running = (index, time.monotonic())
             runner.book.begin(index, describe(action))
             try:
-                message, returncode, output, undo = runner.run(index, action)
+                message, undo, returncode, output = runner.run(index, action)
             except Failed as exc:
                 say(f"{label}: failed: {exc}")
                 failed = Step(action, describe(action), False, str(exc), exc.returncode, exc.output,
                               time.monotonic() - running[1], status="failed")  # fmt: skip
-                return ended(runner, runnable, manual, done, index, failed, None, skipped, steps_refused)
+                return ended(runner, done, index, failed, None)
             seconds = time.monotonic() - running[1]
             done.append((index, Step(action, describe(action), True, message, returncode, output, seconds, undo=undo)))
             running = None
@@ -205,38 +201,34 @@ def _transaction(
     except interrupt.Interrupted as exc:
         if running is None:  # between two steps: the next one never started
             last = done[-1][0] if done else -1
-            return ended(runner, runnable, manual, done, last, None, exc.signum, skipped, steps_refused)
+            return ended(runner, done, last, None, exc.signum)
         index, since = running
         stopped = Step(runnable[index], describe(runnable[index]), False,
                        f"interrupted by {signal.Signals(exc.signum).name}", seconds=time.monotonic() - since,
                        status="failed")  # fmt: skip
-        return ended(runner, runnable, manual, done, index, stopped, exc.signum, skipped, steps_refused)
+        return ended(runner, done, index, stopped, exc.signum)
     runner.book.write("done")
     state = f"all {len(done)} step(s) completed" + (f"; {len(skipped)} skipped" if skipped else "")
     if refused:
-        state += (
-            f"; {len(refused)} refused before anything changed"
-            + (f" ({len(blocked)} step(s) of the same repairs not run)" if blocked else "")
-            + ": the other repairs ran"
-        )
+        more = f" ({len(blocked)} step(s) of the same repairs not run)" if blocked else ""
+        state += f"; {len(refused)} refused before anything changed{more}: the other repairs ran"
     return ApplyResult(tuple(s for _, s in done), None, tuple(runnable[i] for i in blocked), manual,
                        refused=steps_refused, skipped=tuple(skipped), state=state)  # fmt: skip
 
 
 def ended(
-    runner: Runner,
-    runnable: list[Action],
-    manual: tuple[Action, ...],
-    done: list[tuple[int, Step]],
-    index: int,
-    failed: Step | None,
-    signum: int | None,
-    skipped: Sequence[Step] = (),
-    refused: tuple[Step, ...] = (),
+    runner: Runner, done: list[tuple[int, Step]], index: int, failed: Step | None, signum: int | None
 ) -> ApplyResult:
-    """A step failed or a signal came: undo the journal, newest first, and say what remains."""
-    results, late = _rollback(runner.book)
-    signum = signum if signum is not None else late
+    """A step failed or a signal came: undo the journal, newest first, and say what remains. The undo runs with
+    SIGINT/SIGTERM/SIGHUP held: a Ctrl-C cannot stop it half-way; it is reported."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, interrupt.SIGNALS)
+    try:
+        results, _ = runner.book.rollback()
+    finally:
+        try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a held signal's handler runs here
+        except interrupt.Interrupted as exc:
+            signum = exc.signum if signum is None else signum
     problems = {e.step: why for e, why in results if why is not None}
     undone_steps = {e.step for e, why in results if why is None}
     undone = [replace(s, status="undone") for i, s in done if i in undone_steps and i not in problems]
@@ -251,34 +243,269 @@ def ended(
         clean = all(e.step not in problems for e in own_changes)
         note = "" if not own_changes else "; its changes were undone" if clean else "; its changes could not be undone"
         failed = replace(failed, message=failed.message + note, left_unchanged=clean)
-    not_yet = {id(s.action) for s in refused}
-    not_run = tuple(a for i, a in enumerate(runnable) if i > index and i not in runner.skips and id(a) not in not_yet)
+    not_yet = {id(s.action) for s in runner.refused}
+    not_run = tuple(
+        a for i, a in enumerate(runner.actions) if i > index and i not in runner.skips and id(a) not in not_yet
+    )
     runner.book.write("rolled back" if not kept else "partly rolled back")
     if kept or (failed is not None and not failed.left_unchanged):
-        state = (
-            "the environment is partly changed: "
-            + "; ".join(f"{k.description} remains ({k.undo or 'see the journal'})" for k in kept)
-            + f"; journal: {runner.book.path}"
-        )
+        remains = "; ".join(f"{k.description} remains ({k.undo or 'see the journal'})" for k in kept)
+        state = f"the environment is partly changed: {remains}; journal: {runner.book.path}"
     elif undone:
         state = f"every completed step was undone ({len(undone)}); the environment is as it was before"
     else:
         state = "nothing was changed"
     return ApplyResult(
-        tuple(kept), failed, not_run, manual, undone=tuple(undone), skipped=tuple(skipped), interrupted=signum,
-        journal=runner.book.path if runner.book.entries else None, state=state, refused=refused,
+        tuple(kept), failed, not_run, runner.manual, undone=tuple(undone), skipped=tuple(runner.skipped),
+        interrupted=signum, journal=runner.book.path if runner.book.entries else None, state=state,
+        refused=runner.refused,
     )  # fmt: skip
 
 
-def _rollback(book: J.Journal) -> tuple[list[tuple[J.Entry, str | None]], int | None]:
-    """Undo the journal with SIGINT/SIGTERM/SIGHUP held: a Ctrl-C cannot stop it half-way; it is reported."""
-    late: int | None = None
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, interrupt.SIGNALS)
-    try:
-        results, _ = book.rollback()
-    finally:
+# ---- the steps: proven, then run ------------------------------------------------------------------------------------
+
+_QUIET = {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
+@dataclass(slots=True)
+class Proof:
+    install: proofs.InstallProof | None = None
+    uninstall: list[Distribution] = field(default_factory=list)
+    move: tuple[str, str] | None = None
+    folder: str | None = None  # a build's own folder (the clone is in it)
+
+
+def _tail(done: proc.Completed) -> str:
+    return (done.out() + done.err())[-4000:]
+
+
+def _last_words(done: proc.Completed) -> str:
+    return _tail(done).strip()[-300:] or "no output"
+
+
+class Runner:
+    def __init__(
+        self, python: str, workdir: str, book: J.Journal, timeout: float | None, torch_moves: set[Action]
+    ) -> None:
+        self.python, self.workdir, self.book = python, workdir, book
+        self.timeout, self.torch_moves = timeout, torch_moves
+        self.proofs: dict[int, Proof] = {}
+        self.skips: dict[int, str] = {}
+        self.sys_path: tuple[str, ...] = ()
+        self.inventory = Inventory({}, frozenset())
+        self.ground = feasible.Ground()
+        self.pip: tuple[int, int] | None = None
+        self.snapshots: list[J.Snapshot] = []
+        self.actions: list[Action] = []  # the runnable steps, in order (apply() sets them, and the next line)
+        self.manual: tuple[Action, ...] = ()  # SetEnv / UnsetEnv / RunCommand: for the user
+        self.skipped: list[Step] = []  # what the proofs found, once they are done: for ended()
+        self.refused: tuple[Step, ...] = ()
+
+    def limit(self, action: Action) -> float:
+        """--timeout, else 4 h a build (FA3's hopper: "well over an hour" with MAX_JOBS=4), 30 min an install."""
+        if self.timeout is not None:
+            return self.timeout
+        return 4 * 3600.0 if isinstance(action, BuildFromClone) else 1800.0 if isinstance(action, PipInstall) else 600.0
+
+    def command(
+        self,
+        argv: Sequence[str],
+        timeout: float,
+        cwd: str,
+        env: Sequence[tuple[str, str]] = (),
+        error: type[Exception] = Failed,
+    ) -> proc.Completed:
         try:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a held signal's handler runs here
-        except interrupt.Interrupted as exc:
-            late = exc.signum
-    return results, late
+            return children.run(argv, timeout, env={**os.environ, **_QUIET, **dict(env)}, cwd=cwd)
+        except (OSError, ValueError) as e:
+            raise error(f"cannot start {argv[0]}: {e}") from None
+
+    def start(self, sys_path: Sequence[str] | None) -> None:
+        if not (os.path.isfile(self.python) and os.access(self.python, os.X_OK)):
+            raise Refused(f"{self.python} is not an executable file")
+        if sys_path is None:
+            from fa_doctor.probes.target import TargetError, probe_target
+
+            try:
+                sys_path = probe_target(self.python, 30.0).sys_path
+            except TargetError as exc:
+                raise Refused(f"the target's search path cannot be read: {exc}") from None
+        self.sys_path = tuple(sys_path)
+        self.inventory = proofs.read_inventory(self.sys_path)
+        self.ground = proofs.ground(self.inventory, self.sys_path, os.environ)
+        self.book.python, self.book.sys_path = os.path.abspath(self.python), self.sys_path
+
+    def pip_version(self) -> None:
+        if self.pip is None:
+            done = self.command([self.python, "-m", "pip", "--version"], 60.0, self.workdir, error=Refused)
+            m = re.match(r"pip (\d+)\.(\d+)", done.out())
+            if done.returncode != 0 or m is None:
+                raise Refused(f"pip does not run in {self.python} ({_last_words(done)})")
+            self.pip = (int(m.group(1)), int(m.group(2)))
+        if self.pip < (22, 2):
+            raise Refused(
+                f"pip {self.pip[0]}.{self.pip[1]} in {self.python} cannot prove an install (--dry-run --report needs "
+                "pip 22.2 or later); upgrade pip there, or run the printed commands yourself"
+            )
+
+    # ---- proofs ---------------------------------------------------------------------------------------------
+
+    def prove(self, index: int, action: Action) -> None:
+        proof = self.proofs.setdefault(index, Proof())
+        try:
+            proofs.check_feasible(action, self.ground, action in self.torch_moves)  # the planner's rule, first
+            if isinstance(action, BuildFromClone):
+                proof.folder = tempfile.mkdtemp(prefix=f"build-{index}-", dir=self.workdir)
+                if self.reachable(index, action, proof.folder):
+                    self.clone(action, proof.folder)
+                    proof.install = self.dry_run(action.install, action, proof.folder)
+            elif isinstance(action, PipInstall):
+                proof.install = self.dry_run(action, action, self.workdir)
+            elif isinstance(action, PipUninstall):
+                proof.uninstall = proofs.check_uninstall(action, self.inventory)
+                for dist in proof.uninstall:
+                    J.record_files(dist.location, dist.metadata_dir)  # refused if its files are unknown
+            elif isinstance(action, MovePath):
+                proof.move = proofs.check_move(action, self.inventory)
+            elif isinstance(action, EditFile):
+                self.edit(index, action, dry_run=True)
+            else:
+                raise Refused(f"not an action fa-doctor can run: {type(action).__name__}")
+        except J.SnapshotError as exc:
+            raise Refused(str(exc)) from None
+
+    def reachable(self, index: int, action: BuildFromClone, folder: str) -> bool:
+        argv = ["git", "ls-remote", "--exit-code", "--", action.repo, "HEAD"]
+        done = self.command(argv, min(self.limit(action), 60.0), folder, error=Refused)
+        if done.returncode == 0:
+            return True
+        why = "no answer in time" if done.timed_out else (_tail(done).strip().splitlines() or ["no answer"])[-1][:200]
+        self.skips[index] = (
+            f"{action.repo} cannot be reached ({why}): the build is skipped, nothing was cloned or installed; run "
+            "the printed command where it can be reached"
+        )
+        return False
+
+    def clone(self, action: BuildFromClone, folder: str) -> None:
+        argv = ["git", "-c", "protocol.file.allow=never", "-c", "protocol.ext.allow=never", *action.clone_argv]
+        done = self.command(argv, min(self.limit(action), 900.0), folder)
+        if done.timed_out or done.returncode != 0:
+            raise Refused(f"git clone of {action.repo} failed ({_last_words(done)})")
+        if not os.path.isdir(os.path.join(folder, action.requirement)):
+            raise Refused(f"the clone of {action.repo} has no {action.subdir}/ folder")
+
+    def dry_run(self, pip: PipInstall, action: Action, cwd: str) -> proofs.InstallProof:
+        self.pip_version()
+        report = tempfile.mktemp(prefix="report-", suffix=".json", dir=self.workdir)
+        limit = min(self.limit(action), 300.0)
+        argv = self.argv(pip)  # `install` is argv[3]: the dry run and its report right after it, short network timeouts
+        argv[4:4] = ["--dry-run", "--report", report, "--timeout", "15", "--retries", "1"]
+        done = self.command(argv, limit, cwd, pip.env, error=Refused)
+        if done.timed_out:
+            raise Refused(f"pip's dry run did not finish in {limit:.0f} s (is the package index reachable?)")
+        if done.returncode != 0:
+            text = _tail(done)
+            why = "the package index cannot be reached" if NETWORK.search(text) else "pip cannot resolve this install"
+            raise Refused(f"{why} (dry run): {text.strip().splitlines()[-1][:300] if text.strip() else 'no output'}")
+        items = proofs.read_report(report)
+        replaces = proofs.check_report(items, self.inventory, action in self.torch_moves)
+        for dist in replaces:
+            J.record_files(dist.location, dist.metadata_dir)  # refused (SnapshotError) if it could not be put back
+        return proofs.InstallProof(items, replaces)
+
+    def argv(self, pip: PipInstall) -> list[str]:
+        """The action's argv for the target interpreter (whatever the plan recorded), its constraints in a file."""
+        out = [self.python, *pip.argv[1:]]
+        if pip.constraints:
+            i = len(out) - out[::-1].index("-c")  # the slot after the last `-c`, where PipInstall.argv puts it
+            fd, out[i] = tempfile.mkstemp(prefix="constraints-", suffix=".txt", dir=self.workdir)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write("".join(c + "\n" for c in pip.constraints))
+        return out
+
+    # ---- running ----------------------------------------------------------------------------------------------
+
+    def run(self, index: int, action: Action) -> tuple[str, str, int | None, str]:
+        """(message, how to undo by hand, returncode, output tail); Failed when it failed."""
+        proof = self.proofs[index]
+        if isinstance(action, MovePath) and proof.move is not None:
+            return (*self.move(index, action, *proof.move), None, "")
+        if isinstance(action, EditFile):
+            return (*self.edit(index, action, dry_run=False), None, "")
+        if isinstance(action, (PipInstall, BuildFromClone)) and proof.install is not None:
+            pip = action.install if isinstance(action, BuildFromClone) else action
+            snaps = self.save(index, proof.install.replaces, [n for n, _, _ in proof.install.items])
+            done = self.command(self.argv(pip), self.limit(action), proof.folder or self.workdir, pip.env)
+            verb, failed = "pip", f"failed (exit {done.returncode})"
+        elif isinstance(action, PipUninstall):
+            snaps = self.save(index, proof.uninstall, [])
+            done = self.command([self.python, *action.argv[1:]], self.limit(action), self.workdir)
+            verb, failed = "pip uninstall", f"exited {done.returncode}"
+        else:
+            raise Failed(f"not an action fa-doctor can run: {type(action).__name__}")
+        text = _tail(done)
+        if done.timed_out or done.returncode != 0:
+            what = f"timed out after {self.limit(action):.0f} s" if done.timed_out else failed
+            if verb == "pip" and NETWORK.search(text):
+                what += ": the package index cannot be reached"
+            raise Failed(f"{verb} {what}", done.returncode, text)
+        if proof.install is None or verb != "pip":
+            message = "uninstalled " + ", ".join(f"{s.name} {s.version}" for s in snaps)
+        else:
+            was = {s.name: s.version for s in snaps}
+            parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.install.items]
+            message = "installed " + (", ".join(parts) or "nothing new")
+        return message, self.book.entries[-1].undo, done.returncode, text
+
+    def save(self, index: int, dists: list[Distribution], wrote: list[str]) -> list[J.Snapshot]:
+        """Snapshot `dists`, and journal the undo of a step that replaces them and writes `wrote`."""
+        before = sorted({d.metadata_dir for n in wrote for d in self.inventory.copies.get(n, ())})
+        about = {"wrote": wrote, "before": before, "sys_path": list(self.sys_path)}
+        snaps: list[J.Snapshot] = []
+        try:
+            for dist in dists:
+                snaps.append(J.take(dist.normalized, dist.version, dist.location, dist.metadata_dir, about))
+        except J.SnapshotError as exc:
+            for snap in snaps:
+                shutil.rmtree(snap.folder, ignore_errors=True)
+            raise Failed(f"{exc}; not run") from None
+        self.snapshots += snaps
+        text = ", ".join(f"{s.name} {s.version}" for s in snaps) or "nothing installed before"
+        by_hand = "; ".join(f"pip install --no-deps --force-reinstall {s.name}=={s.version}" for s in snaps)
+        data = {"kind": "install", "snapshots": [asdict(s) for s in snaps], **about}
+        saved = f"saved {text} in {', '.join(s.folder for s in snaps) or '-'}"
+        self.book.add(index, saved, by_hand or "pip uninstall " + " ".join(wrote), data)
+        return snaps
+
+    def move(self, index: int, action: MovePath, src: str, dst: str) -> tuple[str, str]:
+        if os.path.lexists(dst):
+            raise Failed(f"{action.backup} appeared since the proof; not moved")
+        try:
+            os.rename(src, dst)
+        except OSError as e:
+            raise Failed(f"cannot move {action.path}: {e.strerror or e}; not moved") from None
+        by_hand = f"mv -n -- {dst} {src}"
+        self.book.add(index, f"moved {src} to {dst}", by_hand, {"kind": "move", "src": src, "dst": dst})
+        return f"moved {action.path} to {action.backup}", by_hand
+
+    def edit(self, index: int, action: EditFile, dry_run: bool) -> tuple[str, str]:
+        """An env-file edit, proven by the editor's own dry run, undone from its backup: (message, how to undo
+        by hand). Refused (proof) or Failed (run) when the editor refuses."""
+        from fa_doctor.fix import envfile
+
+        error = Refused if dry_run else Failed
+        if action.variable != OVERRIDE:
+            raise error(f"fa-doctor edits only {OVERRIDE} in files, not {action.variable}")
+        if action.value not in (None, "2", "3", "4"):
+            raise error(f"{OVERRIDE} can be set to 2, 3 or 4 only, not {action.value!r}")
+        value = None if action.value is None else int(action.value)
+        result = envfile.edit(action.path, set_value=value, dry_run=dry_run)
+        if result.error:
+            raise error(result.error)
+        if dry_run or not (result.changed and result.backup):
+            return f"{action.path}: nothing to change", ""
+        real, backup = os.path.realpath(result.path), result.backup
+        by_hand = f"mv -- {backup} {real}"
+        self.book.add(index, f"edited {result.path} (backup {backup})", by_hand,
+                      {"kind": "edit", "path": real, "backup": backup})  # fmt: skip
+        return f"edited {action.path} (backup {backup})", by_hand

@@ -1,11 +1,10 @@
-"""Remove or rewrite the override's assignment in env files, keeping every other byte (docs/fix.md: "The override
-in files"). The dialect's Plan says what to change, or every line that may set the override otherwise (then the file
-is refused, naming each as FILE:LINE). The read is bounded and never blocks; the write is atomic and keeps owner,
-mode, ACLs and xattrs; a hard-linked file is refused. Diffs show only the changed lines, secrets hidden."""
+"""Remove or rewrite the override's assignment in env files, keeping every other byte, as the dialect's Plan says
+(or refuse the file, naming each line that may set it otherwise); docs/fix.md: "The override in files"."""
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import difflib
 import errno
 import os
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from fa_doctor.diagnose.derive.pin import VALID
 from fa_doctor.fix.dialects import apply, detect, line_of, planner
 from fa_doctor.probes.environment import OVERRIDE
+from fa_doctor.probes.files import NotRegular, open_regular
 from fa_doctor.render.scrub import hide_secret_values
 
 MAX_BYTES = 1 << 20
@@ -31,34 +31,23 @@ class Refused(Exception):
 def read(real: str) -> tuple[os.stat_result, bytes]:
     """A regular file of at most MAX_BYTES with one name, never blocking on a FIFO or touching a device."""
     try:
-        if not stat.S_ISREG(os.stat(real).st_mode):
-            raise Refused("is not a regular file")
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise Refused("is not a regular file")
-            chunks, size = [], 0
-            while size <= MAX_BYTES:
-                chunk = os.read(fd, MAX_BYTES + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-        finally:
-            os.close(fd)
+        with open_regular(real) as fh:
+            st = os.fstat(fh.fileno())
+            data = fh.read(MAX_BYTES + 1)
+    except NotRegular:
+        raise Refused("is not a regular file") from None
     except FileNotFoundError:
         raise Refused("does not exist") from None
     except OSError as e:
         raise Refused(f"cannot be read: {e.strerror or e}") from None
-    if size > MAX_BYTES:
+    if len(data) > MAX_BYTES:
         raise Refused(f"is larger than {MAX_BYTES // 1024} KiB; fa-doctor does not edit it")
     if st.st_nlink > 1:
         raise Refused(
             f"has {st.st_nlink} hard links: replacing it would leave the other names with the old value; "
             "edit it by hand (or remove the other links first)"
         )
-    return st, b"".join(chunks)
+    return st, data
 
 
 def decode(data: bytes) -> tuple[str, str, bytes]:
@@ -109,32 +98,6 @@ def _backup(real: str, data: bytes, st: os.stat_result) -> str:
     raise OSError(0, f"{real}.fa-doctor.bak.1 to .99 all exist")
 
 
-def _xattrs(real: str) -> list[tuple[str, bytes]]:
-    """Every extended attribute, POSIX ACLs (`system.posix_acl_access`) and SELinux labels included."""
-    try:
-        names = os.listxattr(real)
-    except OSError as e:
-        if e.errno in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
-            return []
-        raise
-    return [(name, os.getxattr(real, name)) for name in names]
-
-
-def _keep_attributes(fd: int, st: os.stat_result, attrs: list[tuple[str, bytes]]) -> None:
-    mine = os.fstat(fd)
-    if (mine.st_uid, mine.st_gid) != (st.st_uid, st.st_gid):
-        try:
-            os.fchown(fd, st.st_uid, st.st_gid)
-        except PermissionError:
-            raise OSError(0, f"its owner ({st.st_uid}:{st.st_gid}) could not be kept") from None
-    os.fchmod(fd, stat.S_IMODE(st.st_mode))  # after chown, which clears set-id bits
-    for name, value in attrs:  # after chmod: an access ACL also sets the group bits (its mask)
-        try:
-            os.setxattr(fd, name, value)
-        except OSError as e:
-            raise OSError(0, f"its extended attribute {name} could not be kept ({e.strerror or e})") from None
-
-
 def write(real: str, st: os.stat_result, old: bytes, new: bytes) -> str:
     """Replace the file atomically; returns the backup's path. Raises OSError, leaving the file as it was."""
     folder = os.path.dirname(real) or "."
@@ -142,13 +105,30 @@ def write(real: str, st: os.stat_result, old: bytes, new: bytes) -> str:
         raise OSError(0, f"it is read-only (mode {stat.S_IMODE(st.st_mode):04o}); fa-doctor leaves it so")
     if not os.access(real, os.W_OK):
         raise OSError(0, "no permission to write it")
-    attrs = _xattrs(real)
+    try:
+        names = os.listxattr(real)
+    except OSError as e:
+        if e.errno not in (errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
+        names = []
+    attrs = [(name, os.getxattr(real, name)) for name in names]  # POSIX ACLs and SELinux labels included
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(real)}.", suffix=".fa-doctor.tmp", dir=folder)
     backup = None
     try:
         try:
             os.write(fd, new)
-            _keep_attributes(fd, st, attrs)
+            mine = os.fstat(fd)
+            if (mine.st_uid, mine.st_gid) != (st.st_uid, st.st_gid):
+                try:
+                    os.fchown(fd, st.st_uid, st.st_gid)
+                except PermissionError:
+                    raise OSError(0, f"its owner ({st.st_uid}:{st.st_gid}) could not be kept") from None
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))  # after chown, which clears set-id bits
+            for name, value in attrs:  # after chmod: an access ACL also sets the group bits (its mask)
+                try:
+                    os.setxattr(fd, name, value)
+                except OSError as e:
+                    raise OSError(0, f"its extended attribute {name} could not be kept ({e.strerror or e})") from None
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -162,14 +142,12 @@ def write(real: str, st: os.stat_result, old: bytes, new: bytes) -> str:
             if leftover and os.path.lexists(leftover) and leftover != real:
                 os.unlink(leftover)
         raise
-    try:
+    with contextlib.suppress(OSError):  # the rename is done; a folder that cannot be fsynced (NFS...) is no error
         dfd = os.open(folder, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    except OSError:
-        pass  # the rename is done; a folder that cannot be fsynced (some network filesystems) is not an error
     return backup
 
 
@@ -191,8 +169,7 @@ class EditResult:
 
 def rewrite(text: str, value: str | None, dialect: str | None = None, path: str = "FILE") -> tuple[str, list[int]]:
     """The whole text rewritten, and the 1-based numbers of the lines that changed. Raises ValueError."""
-    new, changed, _notes = _rewrite(path, text, value, dialect or detect("", text))
-    return new, changed
+    return _rewrite(path, text, value, dialect or detect("", text))[:2]
 
 
 def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str, list[int], list[str]]:
@@ -210,19 +187,14 @@ def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str
         new = apply(text, plan.changes)
     except ValueError:
         raise ValueError(f"{path}: fa-doctor found overlapping edits") from None
-    changed = sorted({line_of(text, c.start) for c in plan.changes if text[c.start : c.end] != c.new})
-    return new, changed, plan.notes
-
-
-def _lines(text: str) -> list[str]:
-    """Lines split on LF only (str.splitlines also splits on \\f, \\x1c, U+2028...), terminators kept."""
-    return [line for line in re.split(r"(?<=\n)", text) if line]
+    return new, sorted({line_of(text, c.start) for c in plan.changes if text[c.start : c.end] != c.new}), plan.notes
 
 
 def _diff(path: str, old: str, new: str) -> str:
     """A unified diff of the changed lines only (no context: env files hold secrets), secrets on them hidden."""
-    out = []
-    for line in difflib.unified_diff(_lines(old), _lines(new), path, path, n=0):
+    out = []  # lines split on LF only (str.splitlines also splits on \f, \x1c, U+2028...), terminators kept
+    before, after = ([line for line in re.split(r"(?<=\n)", text) if line] for text in (old, new))
+    for line in difflib.unified_diff(before, after, path, path, n=0):
         if line[:1] in "+-" and not line.startswith(("+++", "---")):
             line = hide_secret_values(line)
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
@@ -230,11 +202,8 @@ def _diff(path: str, old: str, new: str) -> str:
 
 
 def edit(path: str, *, set_value: int | None, dry_run: bool) -> EditResult:
-    """Remove the override's assignment from `path` (or set it to `set_value`), keeping every other byte.
-
-    Nothing happens where the variable is absent. With `dry_run` the diff is returned and nothing is written.
-    Errors come back in `error` (the file is then as it was), never as exceptions.
-    """
+    """Remove the override's assignment from `path` (or set it to `set_value`), keeping every other byte; with
+    `dry_run` only the diff. Errors come back in `error` (the file is then as it was), never as exceptions."""
     if set_value is not None and set_value not in VALID:
         return EditResult(path, False, error=f"--set takes 2, 3 or 4, not {set_value!r}")
     value = None if set_value is None else str(set_value)
@@ -259,6 +228,5 @@ def edit(path: str, *, set_value: int | None, dry_run: bool) -> EditResult:
     try:
         backup = write(real, st, data, encode(new, encoding, bom))
     except OSError as e:
-        reason = e.strerror or str(e)
-        return EditResult(path, False, diff, error=f"cannot write {path}: {reason}; the file is unchanged")
+        return EditResult(path, False, diff, error=f"cannot write {path}: {e.strerror or e}; the file is unchanged")
     return EditResult(path, True, diff, backup, notes=all_notes)

@@ -1,7 +1,5 @@
-"""The journal of `fix --apply`: each change and how to put it back, in words and as data, on disk as it happens
-(rewritten and fsynced after each change), so the next run can name and undo it after a SIGKILL (`stale`). Undo:
-a move moves back, an env-file edit renames its backup over the file, an install or uninstall puts back the
-snapshot taken just before it (every RECORD file hard-linked into a hidden folder with a manifest.json)."""
+"""The journal of `fix --apply`: each change and how to put it back, in words and as data, rewritten and fsynced
+after each change so the next run can name and undo it after a SIGKILL (`stale`); the undos: docs/fix.md."""
 
 from __future__ import annotations
 
@@ -55,9 +53,6 @@ class Snapshot:
     folder: str
     files: list[tuple[str, str]] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
         """Raises SnapshotError when `d` is not one: a journal is read back after a crash, by path only."""
@@ -97,19 +92,13 @@ def take(name: str, version: str, location: str, metadata_dir: str, about: Mappi
                     raise
                 shutil.copy2(path, saved, follow_symlinks=False)
             snap.files.append((path, saved))
-        write_atomic(
-            os.path.join(folder, MANIFEST), json.dumps({**snap.to_dict(), **(about or {})}).encode(), mode=0o600
-        )
+        write_atomic(os.path.join(folder, MANIFEST), json.dumps({**asdict(snap), **(about or {})}).encode(), mode=0o600)
     except OSError as exc:
-        discard(snap)
+        shutil.rmtree(snap.folder, ignore_errors=True)
         raise SnapshotError(
             f"cannot save {name} {version}'s files ({exc.strerror or exc}): it could not be put back"
         ) from None
     return snap
-
-
-def discard(snap: Snapshot) -> None:
-    shutil.rmtree(snap.folder, ignore_errors=True)
 
 
 def remove_installed(location: str, name: str, keep: Iterable[str] = ()) -> None:
@@ -131,19 +120,11 @@ def remove_installed(location: str, name: str, keep: Iterable[str] = ()) -> None
     shutil.rmtree(info, ignore_errors=True)
 
 
-def restore(snap: Snapshot) -> None:
-    """Rename every saved file back over its old path. OSError propagates."""
-    for path, saved in snap.files:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        os.replace(saved, path)
-    discard(snap)
-
-
 def undo_install(
     snaps: Sequence[Snapshot], wrote: Sequence[str], before: Iterable[str], sys_path: Sequence[str]
 ) -> None:
     """Put back an install (or uninstall): remove what it wrote for the names in `wrote` (a copy whose metadata
-    folder was not there before), then every saved file. OSError propagates."""
+    folder was not there before), then rename every saved file back over its old path. OSError propagates."""
     from fa_doctor.fix.proofs import scan
 
     kept = [path for snap in snaps for path, _ in snap.files]
@@ -152,7 +133,10 @@ def undo_install(
         if dist.metadata_dir not in old:  # written by this step
             remove_installed(dist.location, dist.normalized, kept)
     for snap in snaps:
-        restore(snap)
+        for path, saved in snap.files:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.replace(saved, path)
+        shutil.rmtree(snap.folder, ignore_errors=True)
 
 
 def _move_back(src: str, dst: str) -> None:
@@ -167,9 +151,7 @@ def undo_of(data: Mapping[str, Any]) -> Callable[[], None] | None:
     kind = data.get("kind")
     if kind == "install":
         snaps = [Snapshot.from_dict(d) for d in data.get("snapshots", ())]
-        wrote = [str(n) for n in data.get("wrote", ())]
-        before = [str(p) for p in data.get("before", ())]
-        search = [str(p) for p in data.get("sys_path", ())]
+        wrote, before, search = ([str(p) for p in data.get(key, ())] for key in ("wrote", "before", "sys_path"))
         return lambda: undo_install(snaps, wrote, before, search)
     if kind == "move":
         return functools.partial(_move_back, str(data["src"]), str(data["dst"]))
@@ -183,13 +165,9 @@ def undo_of(data: Mapping[str, Any]) -> Callable[[], None] | None:
 class Entry:
     step: int
     did: str  # what changed, in words
-    undo_text: str  # how to put it back, in words (for a person, after a SIGKILL)
+    undo: str  # how to put it back, in words (for a person, after a SIGKILL)
     data: Mapping[str, Any]  # the same as data: `undo_of` rebuilds the undo from it (after a crash too)
     undone: bool = False
-
-    @property
-    def undo(self) -> Callable[[], None] | None:
-        return undo_of(self.data)
 
 
 def started(pid: int) -> str | None:
@@ -206,8 +184,7 @@ class Journal:
     the process that writes it."""
 
     def __init__(self, path: str, python: str = "", sys_path: Sequence[str] = ()) -> None:
-        self.path = path
-        self.python = python
+        self.path, self.python = path, python
         self.sys_path: tuple[str, ...] = tuple(sys_path)
         self.entries: list[Entry] = []
         self.current: tuple[int, str] | None = None  # the step under way: (index, description)
@@ -219,8 +196,8 @@ class Journal:
         self.current = (step, description)
         self.write()
 
-    def add(self, step: int, did: str, undo_text: str, data: Mapping[str, Any]) -> None:
-        self.entries.append(Entry(step, did, undo_text, dict(data)))
+    def add(self, step: int, did: str, undo: str, data: Mapping[str, Any]) -> None:
+        self.entries.append(Entry(step, did, undo, dict(data)))
         self.write()
 
     def write(self, state: str | None = None) -> None:
@@ -235,10 +212,7 @@ class Journal:
             "pid": pid,
             "pid_started": started(pid),
             "current": None if self.current is None else {"step": self.current[0], "what": self.current[1]},
-            "changes": [
-                {"step": e.step, "did": e.did, "undo": e.undo_text, "data": dict(e.data), "undone": e.undone}
-                for e in self.entries
-            ],
+            "changes": [asdict(e) for e in self.entries],  # step, did, undo, data, undone
         }
         with contextlib.suppress(OSError):
             write_atomic(self.path, json.dumps(doc, indent=1).encode(), mode=0o600)
@@ -248,11 +222,9 @@ class Journal:
         no undo). Each success is written to the journal as it happens."""
         done: list[tuple[Entry, str | None]] = []
         manual: list[Entry] = []
-        for entry in reversed(self.entries):
-            if entry.undone:
-                continue
+        for entry in (e for e in reversed(self.entries) if not e.undone):
             try:
-                undo = entry.undo
+                undo = undo_of(entry.data)
                 if undo is None:
                     manual.append(entry)
                     continue

@@ -8,12 +8,12 @@ import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fa_doctor.catalog import names
 from fa_doctor.catalog.families import normalize
 from fa_doctor.diagnose.plan import feasible
-from fa_doctor.model.actions import CONSTRAINTS_STDIN, Action, MovePath, PipInstall, PipUninstall
+from fa_doctor.model.actions import Action, MovePath, PipUninstall
 from fa_doctor.model.install import Distribution
 
 # pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
@@ -31,8 +31,7 @@ class Failed(Exception):
 
     def __init__(self, message: str, returncode: int | None = None, output: str = "") -> None:
         super().__init__(message)
-        self.returncode = returncode
-        self.output = output
+        self.returncode, self.output = returncode, output
 
 
 class Refused(Exception):
@@ -68,9 +67,8 @@ def scan(sys_path: Sequence[str], interesting: Callable[[str], bool]) -> tuple[D
 
 
 def read_inventory(sys_path: Sequence[str]) -> Inventory:
-    found = scan(sys_path, lambda name: True)
     copies: dict[str, list[Distribution]] = {}
-    for dist in found:
+    for dist in scan(sys_path, lambda name: True):
         copies.setdefault(dist.normalized, []).append(dist)
     servers = [copies[normalize(s)][0] for s in names.SERVERS if copies.get(normalize(s))]
     return Inventory({k: tuple(v) for k, v in copies.items()}, feasible.protected_names(servers))
@@ -98,28 +96,8 @@ def check_feasible(action: Action, ground: feasible.Ground, torch_move: bool) ->
 class InstallProof:
     """What pip said it would do, and what that replaces."""
 
-    items: list[tuple[str, str, bool]] = field(default_factory=list)  # (name, version, requested)
-    replaces: list[Distribution] = field(default_factory=list)  # installed copies pip will take out
-
-    @property
-    def names(self) -> list[str]:
-        return [n for n, _, _ in self.items]
-
-
-def pip_argv(python: str, action: PipInstall, constraints_file: str | None) -> list[str]:
-    """The action's argv for the target interpreter, the constraints slot pointing at a file."""
-    out = [python, *action.argv[1:]]  # the target interpreter, whatever the plan recorded
-    if constraints_file is not None:
-        i = len(out) - 1 - out[::-1].index("-c")
-        if out[i + 1] != CONSTRAINTS_STDIN:
-            raise Refused("the planned pip command has no constraints slot")
-        out[i + 1] = constraints_file
-    return out
-
-
-def dry_run_argv(argv: list[str], report: str) -> list[str]:
-    """`install` is argv[3]: the dry run and its report go right after it, with short network timeouts."""
-    return [*argv[:4], "--dry-run", "--report", report, "--timeout", "15", "--retries", "1", *argv[4:]]
+    items: list[tuple[str, str, bool]]  # (name, version, requested)
+    replaces: list[Distribution]  # installed copies pip will take out
 
 
 def read_report(path: str) -> list[tuple[str, str, bool]]:

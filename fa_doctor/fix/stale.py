@@ -9,9 +9,8 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from fa_doctor.fix import journal as J
 
@@ -43,9 +42,7 @@ def _journals(tmp: str, exclude: str | None) -> Iterator[str]:
         entries = list(os.scandir(tmp))
     except OSError:
         return
-    for entry in entries:
-        if not entry.name.startswith(PREFIX) or entry.path == exclude:
-            continue
+    for entry in (e for e in entries if e.name.startswith(PREFIX) and e.path != exclude):
         path = os.path.join(entry.path, "journal.json")
         try:
             folder, info = entry.stat(follow_symlinks=False), os.lstat(path)
@@ -67,16 +64,10 @@ def _folders(sys_path: Sequence[str]) -> list[str]:
     return [f for f in out if os.path.isdir(f) and not os.path.islink(f)]
 
 
-def _saved(data: Mapping[str, Any]) -> list[str]:
-    snaps = data.get("snapshots") or ()
-    return [str(s.get("folder")) for s in snaps if isinstance(s, dict)] if isinstance(snaps, list) else []
-
-
 def find(python: str, sys_path: Sequence[str], exclude: str | None = None, tmp: str | None = None) -> list[Leftover]:
     """Every unfinished apply on the target `python` (its search path `sys_path`); `exclude`: this run's folder."""
     here = {os.path.abspath(p) for p in sys_path}
     target = os.path.abspath(python)
-    folders = _folders(sys_path)
     claimed: set[str] = set()
     out: list[Leftover] = []
     for path in _journals(tmp or tempfile.gettempdir(), exclude):
@@ -84,24 +75,22 @@ def find(python: str, sys_path: Sequence[str], exclude: str | None = None, tmp: 
             book = J.load(path)
         except (ValueError, TypeError, AttributeError):
             continue
-        saved = [f for e in book.entries for f in _saved(e.data)]
+        snaps = [e.data.get("snapshots") or () for e in book.entries]
+        saved = [str(s.get("folder")) for ss in snaps if isinstance(ss, list) for s in ss if isinstance(s, dict)]
         claimed.update(saved)
-        ours = os.path.abspath(book.python) == target if book.python else False
+        ours = bool(book.python) and os.path.abspath(book.python) == target
         ours = ours or any(os.path.dirname(f) in here for f in saved)
         pending = [e for e in book.entries if not e.undone]
         if not ours or book.state in _FINAL or not (pending or book.current):
             continue
-        changes = [f"{e.did} (undo: {e.undo_text})" for e in pending]
+        changes = [f"{e.did} (undo: {e.undo})" for e in pending]
         if book.current is not None and not any(e.step == book.current[0] for e in book.entries):
             changes.append(f"step {book.current[0] + 1} was under way: {book.current[1]}")
-        pid = book.writer[0]
-        running = pid if isinstance(pid, int) and alive(pid, book.writer[1]) else None
-        left = [f for f in saved if os.path.isdir(f)]
-        out.append(Leftover(path, book.state, tuple(changes), tuple(left), running))
-    orphans = [f for f in folders if f not in claimed]
-    if orphans:
-        what = [_manifest_line(f) for f in orphans]
-        out.append(Leftover(None, "no journal", tuple(what), tuple(orphans)))
+        pid, since = book.writer
+        running = pid if isinstance(pid, int) and alive(pid, since) else None
+        out.append(Leftover(path, book.state, tuple(changes), tuple(f for f in saved if os.path.isdir(f)), running))
+    if orphans := [f for f in _folders(sys_path) if f not in claimed]:
+        out.append(Leftover(None, "no journal", tuple(map(_manifest_line, orphans)), tuple(orphans)))
     return out
 
 
@@ -148,7 +137,7 @@ def undo(left: Leftover) -> list[str]:
             return [f"{left.journal}: {exc}"]
         results, manual = book.rollback()
         problems += [f"{e.did}: its undo failed: {why}" for e, why in results if why is not None]
-        problems += [f"{e.did}: fa-doctor knows no undo for it ({e.undo_text})" for e in manual]
+        problems += [f"{e.did}: fa-doctor knows no undo for it ({e.undo})" for e in manual]
         book.write("undone" if not problems else "partly undone")
     else:
         for folder in left.folders:
@@ -177,12 +166,10 @@ def discard(left: Leftover) -> list[str]:
 
 
 def _drop(left: Leftover) -> list[str]:
-    problems = []
-    for folder in left.folders:
-        if os.path.basename(folder).startswith(J.UNDO_PREFIX) and not os.path.islink(folder):
+    """Delete the saved copies, then the journal's folder (each only where fa-doctor's prefix names it)."""
+    problems: list[str] = []
+    home = [(os.path.dirname(left.journal), PREFIX)] if left.journal is not None else []
+    for folder, prefix in [*((f, J.UNDO_PREFIX) for f in left.folders), *home]:
+        if os.path.basename(folder).startswith(prefix) and not os.path.islink(folder):
             shutil.rmtree(folder, onerror=lambda *a: problems.append(f"cannot delete {a[1]}"))
-    if left.journal is not None:
-        home = os.path.dirname(left.journal)
-        if os.path.basename(home).startswith(PREFIX) and not os.path.islink(home):
-            shutil.rmtree(home, onerror=lambda *a: problems.append(f"cannot delete {a[1]}"))
     return problems
