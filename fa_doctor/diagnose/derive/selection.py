@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from fa_doctor.catalog import names, server_rules
 from fa_doctor.catalog.server_rules import PHASES, DefaultRule
@@ -38,15 +37,8 @@ class PhaseChoice:
     problems: tuple[str, ...] = ()  # every reason it cannot run here
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "phase": self.phase,
-            "backend": self.backend,
-            "fa_version": self.version,
-            "implementation": self.implementation,
-            "source": self.source,
-            "why": self.why,
-            "problems": list(self.problems),
-        }
+        out = {("fa_version" if f.name == "version" else f.name): getattr(self, f.name) for f in fields(self)}
+        return {**out, "problems": list(self.problems)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,17 +80,15 @@ def _refusals(
     stops: list[str] = []
     some: list[str] = []
     gates: list[str] = []
-    phases = (phase,) if phase else PHASES
-    seen: set[str] = set()
-    for ph in phases:
+    for ph in (phase,) if phase else PHASES:
         for refusal in rules.refusals_for(ph, backend, flag):
             what = f"`{refusal.where} {backend}`" if refusal.where.startswith("--") else f"{backend} for {ph}"
             text = f"SGLang {sgl.version} raises {refusal.text} with {what}"
             if refusal.models != "any":
                 text = f"for {'MLA' if refusal.models == 'mla' else 'non-MLA (MHA)'} models, {text}"
-            if text not in seen:
-                seen.add(text)
-                (stops if refusal.models == "any" else some).append(text)
+            listed = stops if refusal.models == "any" else some
+            if text not in listed:
+                listed.append(text)
     gate = rules.gate(backend)
     for major in sorted({c[0] for c in facts.capabilities}) if gate else ():
         assert gate is not None
@@ -214,14 +204,15 @@ def sglang_default(facts: Facts) -> tuple[str | None, str]:
         "flashinfer": have_fi and (switch is None or switch.lower() in ("true", "1")),
     }
     notes = ""
+    no_fi = f" (SGLANG_IS_FLASHINFER_AVAILABLE={switch})" if have_fi else " (flashinfer is not installed)"
     for rule in default:
         known = [c for c in rule.conditions if c.lstrip("!") not in _MODEL_ATOMS]
         model = [c for c in rule.conditions if c.lstrip("!") in _MODEL_ATOMS]
         if not all(atoms.get(c.lstrip("!"), False) != c.startswith("!") for c in known):
             continue  # an unknown condition counts as not met
-        said = [_said(c, archs) for c in model]
+        said = [_MODEL_ATOMS[c.lstrip("!")][1:][c.startswith("!")].format(archs=archs) for c in model]
         if all(_MODEL_ATOMS[c.lstrip("!")][0] != c.startswith("!") for c in model):
-            why = _default_why(rule.backend, rule.conditions, atoms, switch, have_fi, first)
+            why = _default_why(rule, first, "" if atoms["flashinfer"] else no_fi)
             if said and rule.backend in FA_BACKENDS:
                 why += f" (only if {' and '.join(said)}: fa-doctor does not know the model)"
             return rule.backend, why + notes
@@ -230,36 +221,18 @@ def sglang_default(facts: Facts) -> tuple[str | None, str]:
     return "triton", "no branch of SGLang's rule matched"
 
 
-def _said(condition: str, archs: str) -> str:
-    _, holds, fails = _MODEL_ATOMS[condition.lstrip("!")]
-    return (fails if condition.startswith("!") else holds).format(archs=archs)
-
-
-def _default_why(
-    backend: str,
-    conditions: tuple[str, ...],
-    atoms: Mapping[str, bool],
-    switch: str | None,
-    have_fi: bool,
-    first: tuple[int, int],
-) -> str:
-    major, minor = first
-    if "hopper" in conditions:
-        return f"Hopper (sm_{major}{minor}) with torch CUDA >= 12.3"
-    if "sm100" in conditions:
-        return f"SM100 (sm_{major}{minor}) with torch CUDA >= 12.8"
-    if "blackwell" in conditions:
-        return f"Blackwell (sm_{major}{minor})"
-    if major == 9:
-        gpu = f"sm_{major}{minor} without torch CUDA >= 12.3"
-    elif major == 10:
-        gpu = f"sm_{major}{minor} without torch CUDA >= 12.8"
-    else:
-        gpu = f"sm_{major}{minor}: neither Hopper nor SM100"
-    note = ""
-    if backend != "flashinfer" and not atoms.get("flashinfer"):
-        note = " (flashinfer is not installed)" if not have_fi else f" (SGLANG_IS_FLASHINFER_AVAILABLE={switch})"
-    return f"{gpu}, so {backend}{note}"
+def _default_why(rule: DefaultRule, first: tuple[int, int], no_fi: str) -> str:
+    """Why the rule's branch holds on GPU 0; `no_fi`: why flashinfer is out, said where the branch is not it."""
+    sm = f"sm_{first[0]}{first[1]}"
+    if "hopper" in rule.conditions:
+        return f"Hopper ({sm}) with torch CUDA >= 12.3"
+    if "sm100" in rule.conditions:
+        return f"SM100 ({sm}) with torch CUDA >= 12.8"
+    if "blackwell" in rule.conditions:
+        return f"Blackwell ({sm})"
+    gpu = {9: f"{sm} without torch CUDA >= 12.3", 10: f"{sm} without torch CUDA >= 12.8"}.get(first[0])
+    note = "" if rule.backend == "flashinfer" else no_fi
+    return f"{gpu or sm + ': neither Hopper nor SM100'}, so {rule.backend}{note}"
 
 
 def rejected_backend(name: str, flag: str, facts: Facts) -> str | None:
@@ -307,13 +280,7 @@ def _fa_choice(
 
 
 def _phase(
-    phase: str,
-    backend: str | None,
-    source: str,
-    why: str,
-    facts: Facts,
-    states: dict[str, ImplState],
-    flag: str | None = None,
+    phase: str, backend: str | None, source: str, why: str, facts: Facts, states: dict[str, ImplState], flag: str | None
 ) -> PhaseChoice:
     """One phase's choice; `flag` is the option that named the backend (SGLang checks only those names)."""
     if backend is None:
@@ -347,7 +314,7 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
                 if flags.any
                 else f"SGLang's default: {default_why}"
             )
-            phases.append(_phase(phase, default, "sglang-default", why, facts, states))
+            phases.append(_phase(phase, default, "sglang-default", why, facts, states, None))
         else:
             phases.append(_auto(phase, facts, states))
     return Selection(phases[0], phases[1], default, default_why, *_knowledge(facts))

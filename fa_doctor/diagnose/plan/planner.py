@@ -67,7 +67,16 @@ def expand(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
     if isinstance(intent, I.Override):
         return override_remedies(facts, intent.valid)
     if facts is None:
-        return (_check_first(remedy, intent),)
+        what = intent.implementation if isinstance(intent, I.Install) else "the package"
+        return (
+            Remedy(
+                (remedy.text + " " if remedy.text else "")
+                + f"The exact install for {what} depends on the torch and server of the environment that runs it: "
+                "`fa-doctor check --python PATH` (that environment's interpreter) prints it, with torch and the "
+                "server's pins held.",
+                actions=(RunCommand(("fa-doctor", "check", "--python", "PATH")),),
+            ),
+        )
     try:
         planned = _expand(intent, facts)
     except Unheld as exc:
@@ -113,17 +122,6 @@ def override_remedies(facts: Facts | None, valid: int | None) -> tuple[Remedy, .
         )
     return unset, Remedy(
         f"(1) Or set {OVERRIDE} to {valid} instead, {why}: {how}.", actions=(SetEnv(OVERRIDE, str(valid)),)
-    )
-
-
-def _check_first(remedy: Remedy, intent: I.Intent) -> Remedy:
-    what = intent.implementation if isinstance(intent, I.Install) else "the package"
-    return Remedy(
-        (remedy.text + " " if remedy.text else "")
-        + f"The exact install for {what} depends on the torch and server of the environment that runs it: "
-        "`fa-doctor check --python PATH` (that environment's interpreter) prints it, with torch and the server's "
-        "pins held.",
-        actions=(RunCommand(("fa-doctor", "check", "--python", "PATH")),),
     )
 
 

@@ -33,17 +33,14 @@ class Unheld(ValueError):
 def server_pins(facts: Facts) -> dict[str, str]:
     """The server's exact pins on the FA stack for this environment: normalised name -> `name==X`."""
     srv = server(facts)
-    pins: dict[str, str] = {}
     if srv is None:
-        return pins
+        return {}
+    pins: dict[str, str] = {}
     for text in srv.requires:
-        spec = requirement(text)
-        if spec and "==" in spec and applies(facts, text):
-            name = name_of(spec)
-            bare = re.sub(r"\[[^\]]*\]", "", spec)
-            # One exact pin only (`name==X`, X a version): it is printed, and the metadata it comes from is hostile.
-            if name in _CLOSURE and name != normalize(srv.name) and exact_pin(bare):
-                pins[name] = bare
+        bare = re.sub(r"\[[^\]]*\]", "", requirement(text) or "")
+        # One exact pin only (`name==X`, X a version): it is printed, and the metadata it comes from is hostile.
+        if exact_pin(bare) and name_of(bare) in _CLOSURE - {normalize(srv.name)} and applies(facts, text):
+            pins[name_of(bare)] = bare
     return pins
 
 
@@ -52,28 +49,15 @@ def keep(facts: Facts) -> tuple[str, ...]:
     if facts.scan.first(names.TORCH) is not None and installed(facts, names.TORCH) is None:
         raise Unheld(f"the installed torch's version {facts.scan.index.get(names.TORCH)!r} is not a PEP 440 version")
     pins = server_pins(facts)
-    out: list[str] = []
-    for name in dict.fromkeys([names.TORCH, *pins]):
-        have = installed(facts, name)
-        if have is not None:
-            out.append(f"{name}=={have}")
-        elif name in pins:
-            out.append(pins[name])
-    return tuple(out)
+    lines = (f"{n}=={v}" if (v := installed(facts, n)) else pins.get(n) for n in dict.fromkeys([names.TORCH, *pins]))
+    return tuple(filter(None, lines))
 
 
 def keep_except(facts: Facts, specs: Iterable[str]) -> tuple[str, ...]:
     """`keep`, less the installed versions of what is being installed (the server's pin on them stays)."""
     moving = {name_of(s) for s in specs}
-    pins = server_pins(facts)
-    out = []
-    for line in keep(facts):
-        name = name_of(line)
-        if name not in moving:
-            out.append(line)
-        elif name in pins and name != names.TORCH:
-            out.append(pins[name])
-    return tuple(out)
+    pins = {n: pin for n, pin in server_pins(facts).items() if n != names.TORCH}
+    return tuple(filter(None, (pins.get(name_of(c)) if name_of(c) in moving else c for c in keep(facts))))
 
 
 def pip_install(
