@@ -19,8 +19,7 @@ def crash_finding(name: str, exc: BaseException, others_ran: bool = True) -> Fin
 
     from fa_doctor.process.interrupt import within
 
-    signalled = within(exc)
-    if signalled is not None:
+    if (signalled := within(exc)) is not None:
         raise signalled
 
     frames = traceback.extract_tb(exc.__traceback__)

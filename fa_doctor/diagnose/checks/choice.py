@@ -19,15 +19,11 @@ def _label(choice: PhaseChoice) -> str:
     return impl.label if impl else f"FA{choice.version}"
 
 
-def _same(sel: Selection) -> bool:
-    a, b = sel.prefill, sel.decode
-    return (a.backend, a.version, a.implementation, a.problems) == (b.backend, b.version, b.implementation, b.problems)
-
-
 def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, override: int | None) -> list[Finding]:
     out: list[Finding] = []
-    same = _same(sel)
-    phases, label = ([sel.prefill], "prefill and decode") if same else (list(sel.phases), None)
+    a, b = sel.prefill, sel.decode
+    same = (a.backend, a.version, a.implementation, a.problems) == (b.backend, b.version, b.implementation, b.problems)
+    phases, label = ([a], "prefill and decode") if same else ([a, b], None)
     evidence = sel.to_dict()
     for choice in phases:
         where = label or choice.phase

@@ -38,14 +38,10 @@ def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = Fals
         f"GPU {d.index}: {d.name}" + (f" (sm_{d.capability[0]}{d.capability[1]})" if d.capability else "")
         for d in gpus.devices
     )
-    driver = f"; driver {gpus.driver_version}" if gpus.driver_version else ""
+    described += f"; driver {gpus.driver_version}" if gpus.driver_version else ""
     out = [
         Finding(
-            "gpu.found",
-            Severity.OK,
-            f"{len(gpus.devices)} GPU(s) visible (via {gpus.source})",
-            described + driver,
-            evidence,
+            "gpu.found", Severity.OK, f"{len(gpus.devices)} GPU(s) visible (via {gpus.source})", described, evidence
         )
     ]
     unknown = [d for d in gpus.devices if d.capability is None]
@@ -86,8 +82,7 @@ def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = Fals
                 (
                     Remedy(
                         "Use a non-FA attention backend on this GPU (SGLang: --attention-backend triton or flashinfer; "
-                        "transformers: attn_implementation='sdpa'), or exclude it with CUDA_VISIBLE_DEVICES.",
-                        (),
+                        "transformers: attn_implementation='sdpa'), or exclude it with CUDA_VISIBLE_DEVICES."
                     ),
                 ),
             )
@@ -108,17 +103,15 @@ def check_torch(facts: Facts) -> list[Finding]:
                 (remedies.planned(InstallTorch()),),
             )
         ]
-    evidence = torch.to_dict()
     if not torch.cuda:
-        severity = Severity.FAIL if facts.gpus.devices else Severity.INFO
         return [
             Finding(
                 "torch.cpu_build",
-                severity,
+                Severity.FAIL if facts.gpus.devices else Severity.INFO,
                 f"torch {torch.version} is a build without CUDA",
                 "No FA kernel can run with it"
                 + (" although a GPU is visible." if facts.gpus.devices else " (fine for a CPU-only CI preflight)."),
-                evidence,
+                torch.to_dict(),
                 (remedies.planned(CudaTorch(torch.version or "")),),
             )
         ]
@@ -128,6 +121,6 @@ def check_torch(facts: Facts) -> list[Finding]:
             Severity.OK,
             f"torch {torch.version} (CUDA {torch.cuda})",
             f"C++11 ABI: {torch.cxx11_abi}; at {torch.location}",
-            evidence,
+            torch.to_dict(),
         )
     ]

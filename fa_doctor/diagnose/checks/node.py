@@ -22,10 +22,6 @@ def restrict(facts: Facts, wanted: Sequence[int] | None) -> tuple[Facts, list[in
     return replace(facts, gpus=replace(facts.gpus, devices=kept)), missing
 
 
-def _cap(device: GpuDevice) -> str:
-    return f"{device.capability[0]}.{device.capability[1]}" if device.capability else "?"
-
-
 def check_node(facts: Facts, missing: Sequence[int], visible: Sequence[int]) -> list[Finding]:
     out: list[Finding] = []
     if missing:
@@ -42,25 +38,24 @@ def check_node(facts: Facts, missing: Sequence[int], visible: Sequence[int]) -> 
         )
     kinds: dict[tuple[str, str], list[int]] = defaultdict(list)
     for d in facts.gpus.devices:
-        kinds[(d.name, _cap(d))].append(d.index)
+        kinds[(d.name, f"{d.capability[0]}.{d.capability[1]}" if d.capability else "?")].append(d.index)
     if len(kinds) > 1:
         groups = [{"name": n, "capability": c, "gpus": idx} for (n, c), idx in kinds.items()]
-        caps = {c for _, c in kinds}
+        largest = ",".join(str(i) for i in max(kinds.values(), key=len))
         text = "; ".join(f"GPU {','.join(map(str, g['gpus']))}: {g['name']} (cc {g['capability']})" for g in groups)
         out.append(
             Finding(
                 "gpu.mixed",
                 Severity.WARN,
-                "The visible GPUs differ" + (" in compute capability" if len(caps) > 1 else " in model"),
+                "The visible GPUs differ"
+                + (" in compute capability" if len({c for _, c in kinds}) > 1 else " in model"),
                 f"{text}. SGLang picks its attention backend from GPU 0's capability; a kernel built or chosen for "
                 "one kind can fail on the other, and tensor-parallel ranks then disagree.",
                 {"groups": groups},
                 (
                     Remedy(
                         "Serve from one kind of GPU: pin a homogeneous set.",
-                        actions=(
-                            SetEnv("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in max(kinds.values(), key=len))),
-                        ),
+                        actions=(SetEnv("CUDA_VISIBLE_DEVICES", largest),),
                     ),
                 ),
             )
@@ -70,8 +65,7 @@ def check_node(facts: Facts, missing: Sequence[int], visible: Sequence[int]) -> 
 
 def compare_smoke(key: str, per_device: Sequence[tuple[GpuDevice, str]]) -> list[Finding]:
     """Per-device smoke statuses of one implementation: they must all agree."""
-    statuses = {status for _, status in per_device}
-    if len(per_device) < 2 or len(statuses) < 2:
+    if len({status for _, status in per_device}) < 2:
         return []
     bad = [(d, s) for d, s in per_device if s != "passed"]
     good = [d.index for d, s in per_device if s == "passed"]

@@ -67,7 +67,6 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
         version = parse_override(raw)
     except ValueError:
         assert raw is not None
-        good = best_valid(facts, states)
         return [
             Finding(
                 "override.invalid",
@@ -77,7 +76,7 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
                 "A launcher that passes it on ends in errors such as "
                 "`ValueError: Invalid version: self.fa_impl_ver=5`.",
                 {"variable": OVERRIDE, "value": shown(raw), "valid": list(VALID)},
-                (remedies.unset_override(good), remedies.auto_detect()),
+                (remedies.unset_override(best_valid(facts, states)), remedies.auto_detect()),
             )
         ], None
     if version is None:

@@ -26,17 +26,6 @@ _CHECKED_REQUIREMENTS: dict[str, tuple[str, ...] | None] = {
 }
 
 
-def _reinstall_for(facts: Facts, normalized: str) -> tuple[Remedy, ...]:
-    for impl in IMPLEMENTATIONS:
-        if normalized in impl.distributions:
-            return remedies.reinstall(facts, impl.key)
-    version = installed(facts, normalized)
-    if version is None:
-        return ()
-    text = f"(2) Reinstall {normalized} {version}, the same version, without touching its dependencies."
-    return (remedies.reinstall_same(text, f"{normalized}=={version}"),)
-
-
 def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
     listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in states.values() if s.dist}
     if listing:
@@ -113,35 +102,30 @@ def conflicts(facts: Facts) -> list[Finding]:
             top = rel.split("/", 1)[0]
             if top.split(".", 1)[0] in GUARDED_TOP_LEVEL and not rel.endswith(".pyc"):
                 owners[os.path.join(dist.location, rel)].append(f"{dist.name} {dist.version}")
-    shared = {path: dists for path, dists in owners.items() if len(set(dists)) > 1}
-    if not shared:
-        return []
     by_pair: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    for path, dists in shared.items():
-        by_pair[tuple(sorted(set(dists)))].append(path)
-    out = []
-    for pair, paths in by_pair.items():
-        common = os.path.commonpath(paths) if len(paths) > 1 else paths[0]
-        out.append(
-            Finding(
-                "package.conflict",
-                Severity.FAIL,
-                f"{' and '.join(pair)} own the same files",
-                f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: whichever was installed "
-                "last overwrote the other's copy, and uninstalling either deletes files the other needs.",
-                {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
-                (remedies.planned(ReinstallOwners(tuple(pair))),),
-            )
+    for path, dists in owners.items():
+        if len(set(dists)) > 1:
+            by_pair[tuple(sorted(set(dists)))].append(path)
+    return [
+        Finding(
+            "package.conflict",
+            Severity.FAIL,
+            f"{' and '.join(pair)} own the same files",
+            f"{len(paths)} file(s) under {os.path.commonpath(paths) if len(paths) > 1 else paths[0]} belong to "
+            f"{len(pair)} distributions: whichever was installed last overwrote the other's copy, and uninstalling "
+            "either deletes files the other needs.",
+            {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
+            (remedies.planned(ReinstallOwners(pair)),),
         )
-    return out
+        for pair, paths in by_pair.items()
+    ]
 
 
 def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
     out = []
     for state in states.values():
-        if not state.installed or state.dist is None:
+        if (dist := state.dist) is None:
             continue
-        dist = state.dist
         if state.broken:
             out.append(
                 Finding(
@@ -245,7 +229,7 @@ def duplicates(facts: Facts) -> list[Finding]:
                     f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
                     "shadowed and confuse pip.",
                     {"distribution": name, "copies": where},
-                    (*_move_shadowed(facts, name),),
+                    _move_shadowed(facts, name),
                 )
             )
     return out
@@ -261,7 +245,8 @@ def requirements(facts: Facts) -> list[Finding]:
             continue
         torch_pin = any(name_of(r) == "torch" for r, _ in unmet)
         missing = any(have == "not installed" for _, have in unmet)
-        severity = Severity.FAIL if missing or torch_pin else Severity.WARN
+        # The FA package behind the distribution, reinstalled (a server's own reinstall is not the remedy).
+        key = next((i.key for i in IMPLEMENTATIONS if dist.normalized in i.distributions), None)
         # torch first: a pin on another torch decides what can be done about everything else.
         ordered = sorted(unmet, key=lambda u: name_of(u[0]) != names.TORCH)
         detail = "; ".join(f"requires {r}, found {have}" for r, have in ordered)
@@ -273,7 +258,7 @@ def requirements(facts: Facts) -> list[Finding]:
         out.append(
             Finding(
                 "package.requirement",
-                severity,
+                Severity.FAIL if missing or torch_pin else Severity.WARN,
                 f"{dist.name} {dist.version}: requirements not met",
                 detail + ".",
                 {
@@ -283,7 +268,7 @@ def requirements(facts: Facts) -> list[Finding]:
                 },
                 (
                     remedies.planned(Satisfy(dist.name, tuple(unmet))),
-                    *(() if dist.normalized in names.SERVERS else _reinstall_for(facts, dist.normalized)),
+                    *(remedies.reinstall(facts, key) if key and dist.normalized not in names.SERVERS else ()),
                 ),
             )
         )

@@ -46,9 +46,7 @@ def applies(facts: Facts, text: str) -> bool:
     from fa_doctor.diagnose.derive.inventory import marker_env
 
     req = requirements.parse(text)
-    if req is None:
-        return False
-    return requirements.applies(req, marker_env(facts)) is True
+    return req is not None and requirements.applies(req, marker_env(facts)) is True
 
 
 def requires(facts: Facts, dist: Distribution, name: str) -> str | None:
