@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping
 
 from fa_doctor.catalog import knobs as catalog
 from fa_doctor.catalog import names, server_rules
-from fa_doctor.catalog.server_rules import VllmRules
 from fa_doctor.diagnose.checks.override import shown
 from fa_doctor.model.actions import SetEnv, UnsetEnv
 from fa_doctor.model.facts import Facts
@@ -119,21 +118,6 @@ def _either(values: tuple[int, ...]) -> str:
     return ", ".join(items[:-1]) + " or " + items[-1] if len(items) > 1 else "".join(items)
 
 
-def _vllm_rules(version: str) -> tuple[VllmRules | None, str]:
-    """The catalog's rules for this vLLM, else those of the newest release it holds (and a note saying so)."""
-    rules = server_rules.vllm(version)
-    if rules is not None:
-        return rules, ""
-    newest = server_rules.vllm_newest()
-    fallback = server_rules.vllm(newest) if newest else None
-    return fallback, (
-        f" (vLLM {version} is not in fa-doctor's catalog, generated {server_rules.generated_on()}: judged by "
-        f"{newest}, the newest release it holds; `pip install -U fa-doctor` brings a newer catalog)"
-        if fallback
-        else ""
-    )
-
-
 def _vllm_version(facts: Facts, value: str) -> list[Finding]:
     name = "VLLM_FLASH_ATTN_VERSION"
     vllm = facts.scan.first(names.VLLM)
@@ -141,7 +125,14 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
         make = _maker(name, value, _unset(name, "Unset it, or leave it for another environment."), vllm=None)
         return make("knob.ignored", Severity.INFO, f"{name} is set but vLLM is not installed here", "Nothing reads it.")
     v = vllm.version
-    rules, note = _vllm_rules(v)
+    rules, note = server_rules.vllm(v), ""
+    if rules is None:  # judged by the newest release the catalog holds, saying so
+        newest = server_rules.vllm_newest()
+        rules = server_rules.vllm(newest) if newest else None
+        note = (
+            f" (vLLM {v} is not in fa-doctor's catalog, generated {server_rules.generated_on()}: judged by "
+            f"{newest}, the newest release it holds; `pip install -U fa-doctor` brings a newer catalog)"
+        )
     if rules is None:
         return []
     if not rules.env:

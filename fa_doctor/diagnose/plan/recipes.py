@@ -197,7 +197,6 @@ def sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
     have = installed(facts, kernel)
     torch_now = installed(facts, names.TORCH)
     target = exact_pin(wanted) or have
-    dist = facts.scan.first(kernel)
     text = f"(2) {'Reinstall' if have else 'Install'} {kernel} (FA3 lives in sgl_kernel/flash_ops)"
     if wanted and srv is not None:
         text += f"; {srv.name} {srv.version} requires {wanted}"
@@ -214,7 +213,7 @@ def sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
         )
         return (_no_install(text + why),)
     torch_pin = ecosystem.pin(kernel, public(target), names.TORCH)
-    if torch_pin is None and dist is not None and have and public(have) == public(target):
+    if torch_pin is None and (dist := facts.scan.first(kernel)) and have and public(have) == public(target):
         torch_pin = exact_pin(requires(facts, dist, names.TORCH))
     if torch_pin is None:  # sgl-kernel and sglang-kernel 0.4.2-0.4.5 declare no torch: the sglang releases
         torch_pin = ecosystem.kernel_torch(kernel, public(target))  # pinning it pin the torch it is built for
@@ -273,8 +272,7 @@ def _dsl_reinstall(facts: Facts, key: str) -> Remedy | None:
 
 
 def fa4(facts: Facts, key: str) -> Remedy:
-    same = _dsl_reinstall(facts, key)
-    if same is not None:
+    if (same := _dsl_reinstall(facts, key)) is not None:
         return same
     srv = server(facts)
     cuda = cuda_major(facts)
@@ -318,9 +316,7 @@ def resolvable(facts: Facts, remedy: Remedy) -> Remedy:
     from fa_doctor.catalog import server_rules
 
     py = ".".join(map(str, python(facts)))
-    for action in remedy.actions:
-        if not isinstance(action, PipInstall):
-            continue
+    for action in (a for a in remedy.actions if isinstance(a, PipInstall)):
         status = server_rules.install_status(
             server_rules.install_key(action.requirements, action.options, action.constraints, py)
         )
@@ -418,19 +414,15 @@ def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
     moved: list[str] = []  # installed at another version: moving them is the user's call
     torch_spec: str | None = None
     for text, have in intent.unmet:
-        spec = requirement(text)
-        if spec is None:
-            continue
-        name = name_of(spec)
-        if name == names.TORCH:
-            torch_spec = spec
-            continue
-        if have != "not installed":
-            moved.append(f"{spec} (found {have})")
+        if (spec := requirement(text)) is None:
             continue
         pin = exact_pin(spec)
-        torch_pin = ecosystem.pin(name, public(pin), names.TORCH) if pin else None
-        if torch_pin and torch_now and public(torch_pin) != public(torch_now):
+        torch_pin = ecosystem.pin(name_of(spec), public(pin), names.TORCH) if pin else None
+        if name_of(spec) == names.TORCH:
+            torch_spec = spec
+        elif have != "not installed":
+            moved.append(f"{spec} (found {have})")
+        elif torch_pin and torch_now and public(torch_pin) != public(torch_now):
             bound.append(f"{spec} (built for torch {torch_pin} exactly)")
         else:
             specs.append(spec)
