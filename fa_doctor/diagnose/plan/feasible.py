@@ -109,18 +109,15 @@ def _install(
     for req in pip.requirements:
         if req != own and (not (_REQ.match(req) or _URL_REQ.match(req)) or "file:" in req):
             return f"{req!r} is not a package name or an https URL (pip would read it from the working directory)"
-    if own is None and any(o.split("=", 1)[0] in _BUILDS for o in pip.options):
-        why = _build(ground)
-        if why:
-            return why
+    if own is None and any(o.split("=", 1)[0] in _BUILDS for o in pip.options) and (why := _build(ground)):
+        return why
     torch = ground.torch
-    names_torch = any(_name(r) == names.TORCH for r in pip.requirements)
     no_deps = "--no-deps" in pip.options
     if torch_move:
         if torch is not None and not allow_torch_change:
             return f"it replaces torch {torch}; fa-doctor does that only with --allow-torch-change"
         return None
-    if names_torch:
+    if any(_name(r) == names.TORCH for r in pip.requirements):
         if torch is not None:
             return f"it would replace torch {torch}, and it is not a repair marked as moving torch"
         return None  # no torch to change: installing the one the server declares is the repair
@@ -174,12 +171,8 @@ def _move(action: MovePath, ground: Ground) -> str | None:
 def protected_names(servers: Iterable[Distribution]) -> frozenset[str]:
     """torch, and every name an installed server pins with `==` (markers are not judged: a pin under any marker
     is kept)."""
-    out = {names.TORCH}
-    for text in (r for server in servers for r in server.requires):
-        match = _PIN.match(text.split(";", 1)[0])
-        if match:
-            out.add(normalize(match.group(1)))
-    return frozenset(out)
+    pins = (_PIN.match(text.split(";", 1)[0]) for server in servers for text in server.requires)
+    return frozenset({names.TORCH, *(normalize(m.group(1)) for m in pins if m)})
 
 
 def owned_paths(dist: Distribution) -> tuple[tuple[str, str], ...]:
