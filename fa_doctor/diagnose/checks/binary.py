@@ -172,8 +172,8 @@ class _Check:
                 "binary.no_kernel_image",
                 ext,
                 f"{name} has no GPU code for compute capability {cap} ({', '.join(labels)})",
-                f"{ext.relpath} ({ext.dist}) carries {cubin_list}; {ptx_list}: {why}, so its first kernel launch fails with "
-                f"'CUDA error: no kernel image is available for execution on the device' on {', '.join(labels)}.",
+                f"{ext.relpath} ({ext.dist}) carries {cubin_list}; {ptx_list}: {why}, so its first kernel launch fails "
+                f"with 'CUDA error: no kernel image is available for execution on the device' on {', '.join(labels)}.",
                 {"targets": labels, "capability": cap, "cubins": dict(fb.cubins), "ptx": dict(fb.ptx)},
                 self.arch_remedies(ext, capability),
             )
@@ -192,9 +192,9 @@ class _Check:
                 "binary.cudart_mismatch",
                 ext,
                 f"{os.path.basename(ext.path)} is built for CUDA {next(iter(wrong.values()))}, torch for CUDA {cuda}",
-                f"{ext.relpath} ({ext.dist}) links {needed} but torch {torch.version} is built for CUDA {cuda}: the import "
-                f"fails with '{needed.split(', ')[0]}: cannot open shared object file', or two CUDA runtimes end up in "
-                "one process.",
+                f"{ext.relpath} ({ext.dist}) links {needed} but torch {torch.version} is built for CUDA {cuda}: the "
+                f"import fails with '{needed.split(', ')[0]}: cannot open shared object file', or two CUDA runtimes "
+                "end up in one process.",
                 {"needed": sorted(f"lib{k}.so.{v}" for k, v in libs.items()), "torch_cuda": cuda},
             )
         return cudart

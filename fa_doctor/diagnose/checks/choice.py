@@ -43,11 +43,11 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                 )
             break
         if choice.problems:
-            good = best_valid(facts, states)
             fixes: list[Remedy] = []
             if choice.implementation and not states[choice.implementation].importable:
                 fixes += remedies.reinstall(facts, choice.implementation)
             if choice.source == "flag":
+                good = best_valid(facts, states)
                 alt = f"--attention-backend fa{good}" if good else "--attention-backend triton"
                 state = implementation_for(good, facts, states)[0] if good else None
                 fixes.append(Remedy(f"Change the flag: {alt} {proven(facts, state.impl.key if state else None)}.", ()))
@@ -63,14 +63,13 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                 )
             )
         elif choice.version is None:
-            default = sel.sglang_default
             out.append(
                 Finding(
                     "selection.not_fa",
                     Severity.INFO,
                     f"{where}: {choice.backend or 'no backend'} runs, not FlashAttention",
                     f"{choice.why}. FA runs only with --attention-backend fa3|fa4"
-                    + (f" (SGLang's default here is {default})." if default else "."),
+                    + (f" (SGLang's default here is {sel.sglang_default})." if sel.sglang_default else "."),
                     evidence,
                 )
             )
@@ -89,24 +88,22 @@ def check_selection(facts: Facts, states: dict[str, ImplState], sel: Selection, 
                     evidence,
                 )
             )
-    if override is not None and facts.flags.any:
-        names = [f for f in (facts.flags.attention, facts.flags.prefill, facts.flags.decode) if f]
-        if any(n != f"fa{override}" for n in names):
-            out.append(
-                Finding(
-                    "selection.conflict",
-                    Severity.WARN,
-                    f"{OVERRIDE}={override} and the backend flags disagree",
-                    f"The flags ask for {', '.join(sorted(set(names)))}; SGLang itself obeys the flags, so "
-                    f"FA{override} runs only if your launcher rewrites them from the variable. fa-doctor reports the "
-                    "override's choice.",
-                    {"override": override, "flags": names, "selection": {p.phase: p.to_dict() for p in sel.phases}},
-                    (
-                        remedies.unset_override(None),
-                        Remedy(f"Or make the flags match the override: --attention-backend fa{override}."),
-                    ),
-                )
+    names = [f for f in (facts.flags.attention, facts.flags.prefill, facts.flags.decode) if f]
+    if override is not None and any(n != f"fa{override}" for n in names):
+        out.append(
+            Finding(
+                "selection.conflict",
+                Severity.WARN,
+                f"{OVERRIDE}={override} and the backend flags disagree",
+                f"The flags ask for {', '.join(sorted(set(names)))}; SGLang itself obeys the flags, so FA{override} "
+                "runs only if your launcher rewrites them from the variable. fa-doctor reports the override's choice.",
+                {"override": override, "flags": names, "selection": {p.phase: p.to_dict() for p in sel.phases}},
+                (
+                    remedies.unset_override(None),
+                    Remedy(f"Or make the flags match the override: --attention-backend fa{override}."),
+                ),
             )
+        )
     return out
 
 

@@ -8,7 +8,7 @@ from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.diagnose.derive.pin import VALID, parse_override
 from fa_doctor.diagnose.derive.selection import implementation_for
 from fa_doctor.model.facts import Facts
-from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.probes.environment import OVERRIDE
 
 _SGLANG_FLAG = {3: "--attention-backend fa3", 4: "--attention-backend fa4"}
@@ -102,10 +102,8 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
     }
     if problems or state is None:  # implementation_for gives no state only with a reason
         # Never the pinned version itself: best_valid returns only versions without problems.
-        fixes: list[Remedy] = [remedies.unset_override(best_valid(facts, states))]
-        if state is not None and (not state.importable):
-            fixes += remedies.reinstall(facts, state.impl.key)
-        fixes.append(remedies.auto_detect())
+        again = remedies.reinstall(facts, state.impl.key) if state is not None and not state.importable else ()
+        fixes = (remedies.unset_override(best_valid(facts, states)), *again, remedies.auto_detect())
         return [
             Finding(
                 "override.unavailable",
@@ -113,7 +111,7 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
                 f"{OVERRIDE}={version} cannot work here",
                 f"FA{version} is pinned, but: " + "; ".join(problems) + ". " + _relation(facts, version),
                 {**evidence, "reasons": problems},
-                tuple(fixes),
+                fixes,
             )
         ], version
     return [
