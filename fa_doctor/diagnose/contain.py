@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+import functools
+from collections.abc import Callable, Iterator
+from typing import ParamSpec
 
 from fa_doctor.model.finding import Finding, Remedy, Severity
 
-T = TypeVar("T")
-
+P = ParamSpec("P")
 ISSUES = "https://github.com/fa-doctor/fa-doctor/issues"
 
 
@@ -47,6 +47,16 @@ def probe_failed(exc: BaseException) -> Finding:
         {"error": f"{type(exc).__name__}: {exc}"},
         (Remedy("Run it again with `--json` and report the output if it persists.", (ISSUES,)),),
     )
+
+
+def collected(check: Callable[P, Iterator[Finding]]) -> Callable[P, list[Finding]]:
+    """A check written as a generator of findings, called as one that returns them as a list."""
+
+    @functools.wraps(check)
+    def run(*args: P.args, **kwargs: P.kwargs) -> list[Finding]:
+        return list(check(*args, **kwargs))
+
+    return run
 
 
 def contained(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:

@@ -4,7 +4,7 @@ in released code: docs/fix.md, "Knob facts"."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from fa_doctor.catalog import knobs as catalog
 from fa_doctor.catalog import names, server_rules
@@ -341,29 +341,24 @@ def check_knobs(facts: Facts) -> list[Finding]:
     ]
 
 
-def _fa4_cache(env: Mapping[str, str]) -> list[Finding]:
+def _fa4_cache(env: Mapping[str, str]) -> Iterator[Finding]:
     """FA4's compile cache folder: read only when the cache is on, then created at import."""
     folder = env.get(catalog.FA4_CACHE_DIR)
     enabled = env.get(catalog.FA4_CACHE_ENABLED) == catalog.FA4_CACHE_ENABLED_ON
     if folder is None:
-        return []
-    unset = Remedy(f"Unset {catalog.FA4_CACHE_DIR}.", actions=(UnsetEnv(catalog.FA4_CACHE_DIR),))
+        return
     evidence = {"variable": catalog.FA4_CACHE_DIR, "value": shown(folder, 200), "cache_enabled": enabled}
     if not enabled:
-        return [
-            Finding(
-                "knob.ignored",
-                Severity.INFO,
-                f"{catalog.FA4_CACHE_DIR} is set but FA4's compile cache is off",
-                f"FA4 reads the folder only when {catalog.FA4_CACHE_ENABLED}={catalog.FA4_CACHE_ENABLED_ON}; without "
-                "it every process compiles in memory.",
-                evidence,
-            )
-        ]
-    if folder and creatable(folder):
-        return []
-    return [
-        Finding(
+        yield Finding(
+            "knob.ignored",
+            Severity.INFO,
+            f"{catalog.FA4_CACHE_DIR} is set but FA4's compile cache is off",
+            f"FA4 reads the folder only when {catalog.FA4_CACHE_ENABLED}={catalog.FA4_CACHE_ENABLED_ON}; without "
+            "it every process compiles in memory.",
+            evidence,
+        )
+    elif not (folder and creatable(folder)):
+        yield Finding(
             "knob.invalid",
             Severity.FAIL,
             f"{catalog.FA4_CACHE_DIR} cannot be created or written",
@@ -375,10 +370,9 @@ def _fa4_cache(env: Mapping[str, str]) -> list[Finding]:
                     f"Point {catalog.FA4_CACHE_DIR} at a folder the server's user can write, or turn the cache off.",
                     actions=(UnsetEnv(catalog.FA4_CACHE_ENABLED),),
                 ),
-                unset,
+                Remedy(f"Unset {catalog.FA4_CACHE_DIR}.", actions=(UnsetEnv(catalog.FA4_CACHE_DIR),)),
             ),
         )
-    ]
 
 
 _READERS: dict[str, Callable[[Facts, str], list[Finding]]] = {

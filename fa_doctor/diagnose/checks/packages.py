@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from fa_doctor.catalog import names
 from fa_doctor.catalog.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of
 from fa_doctor.diagnose.checks import remedies
+from fa_doctor.diagnose.contain import collected
 from fa_doctor.diagnose.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
 from fa_doctor.diagnose.derive.requires import installed, name_of
 from fa_doctor.model.actions import Action, move_aside
@@ -53,7 +54,7 @@ def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
 _TRACKED = (*names.SERVERS, *names.SGL_KERNELS, names.FLASH_ATTN, names.FLASH_ATTN_4)
 
 
-def freshness(facts: Facts) -> list[Finding]:
+def freshness(facts: Facts) -> Iterator[Finding]:
     """One info finding when an installed server, FA or kernel release is newer than every release fa-doctor's
     catalog holds: what fa-doctor knows ends at the catalog's date."""
     from packaging.version import InvalidVersion, Version
@@ -72,27 +73,25 @@ def freshness(facts: Facts) -> list[Finding]:
         except InvalidVersion:
             continue
     if not newer:
-        return []
+        return
     date = releases.GENERATED_ON
-    return [
-        Finding(
-            "package.newer_than_catalog",
-            Severity.INFO,
-            f"fa-doctor's knowledge of releases ends at {date}",
-            f"{'; '.join(newer)} {'is' if len(newer) == 1 else 'are'} newer than fa-doctor's catalog of releases "
-            f"(generated {date} from the package index and the released wheels). What it says about "
-            f"{'this release' if len(newer) == 1 else 'these releases'} comes from the installed files or the newest "
-            "release it knows, not from the released artifacts.",
-            {"catalog_generated_on": date, "newer": newer},
-            (
-                remedies.run(
-                    "Update fa-doctor (its catalog is part of the package), or regenerate the catalog from a checkout "
-                    "of fa-doctor: `python scripts/regen_catalog.py` (docs/catalog.md).",
-                    ("python", "-m", "pip", "install", "--upgrade", "fa-doctor"),
-                ),
+    yield Finding(
+        "package.newer_than_catalog",
+        Severity.INFO,
+        f"fa-doctor's knowledge of releases ends at {date}",
+        f"{'; '.join(newer)} {'is' if len(newer) == 1 else 'are'} newer than fa-doctor's catalog of releases "
+        f"(generated {date} from the package index and the released wheels). What it says about "
+        f"{'this release' if len(newer) == 1 else 'these releases'} comes from the installed files or the newest "
+        "release it knows, not from the released artifacts.",
+        {"catalog_generated_on": date, "newer": newer},
+        (
+            remedies.run(
+                "Update fa-doctor (its catalog is part of the package), or regenerate the catalog from a checkout "
+                "of fa-doctor: `python scripts/regen_catalog.py` (docs/catalog.md).",
+                ("python", "-m", "pip", "install", "--upgrade", "fa-doctor"),
             ),
-        )
-    ]
+        ),
+    )
 
 
 def conflicts(facts: Facts) -> list[Finding]:
@@ -121,75 +120,66 @@ def conflicts(facts: Facts) -> list[Finding]:
     ]
 
 
-def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
-    out = []
+@collected
+def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> Iterator[Finding]:
     for state in states.values():
         if (dist := state.dist) is None:
             continue
         if state.broken:
-            out.append(
-                Finding(
-                    "package.broken",
-                    Severity.FAIL,
-                    f"{state.impl.label} is installed but broken",
-                    " ".join(state.broken),
-                    {
-                        "implementation": state.impl.key,
-                        "distribution": dist.name,
-                        "version": dist.version,
-                        "location": dist.location,
-                        "reasons": list(state.broken),
-                    },
-                    remedies.reinstall(facts, state.impl.key),
-                )
+            yield Finding(
+                "package.broken",
+                Severity.FAIL,
+                f"{state.impl.label} is installed but broken",
+                " ".join(state.broken),
+                {
+                    "implementation": state.impl.key,
+                    "distribution": dist.name,
+                    "version": dist.version,
+                    "location": dist.location,
+                    "reasons": list(state.broken),
+                },
+                remedies.reinstall(facts, state.impl.key),
             )
         if state.shadowed:
-            out.append(
-                Finding(
-                    "package.shadowed",
-                    Severity.FAIL,
-                    f"`import {state.spot.name}` does not load {dist.name}",
-                    state.shadowed
-                    + ". Something earlier on the search path (a source checkout in the working directory, "
-                    "PYTHONPATH, or another site directory) wins.",
-                    {
-                        "module": state.spot.name,
-                        "resolves_to": state.spot.origin,
-                        "distribution": dist.name,
-                        "installed_at": dist.location,
-                    },
-                    (
-                        remedies.run(
-                            "Run the server from outside the source checkout, or remove the earlier copy from the path "
-                            "(check PYTHONPATH and user site-packages).",
-                            ("printenv", "PYTHONPATH"),
-                        ),
-                        *remedies.reinstall(facts, state.impl.key),
+            yield Finding(
+                "package.shadowed",
+                Severity.FAIL,
+                f"`import {state.spot.name}` does not load {dist.name}",
+                state.shadowed + ". Something earlier on the search path (a source checkout in the working directory, "
+                "PYTHONPATH, or another site directory) wins.",
+                {
+                    "module": state.spot.name,
+                    "resolves_to": state.spot.origin,
+                    "distribution": dist.name,
+                    "installed_at": dist.location,
+                },
+                (
+                    remedies.run(
+                        "Run the server from outside the source checkout, or remove the earlier copy from the path "
+                        "(check PYTHONPATH and user site-packages).",
+                        ("printenv", "PYTHONPATH"),
                     ),
-                )
+                    *remedies.reinstall(facts, state.impl.key),
+                ),
             )
-    return out
 
 
-def unmanaged(facts: Facts, spots: Mapping[str, ModuleSpot]) -> list[Finding]:
+@collected
+def unmanaged(facts: Facts, spots: Mapping[str, ModuleSpot]) -> Iterator[Finding]:
     """FA import names that resolve to files no installed distribution owns (a checkout, a leftover)."""
-    out = []
     for name, spot in spots.items():
         origin = spot.origin
         if not spot.found or origin is None or any(_owns(d, name, origin) for d in facts.scan.distributions):
             continue
-        out.append(
-            Finding(
-                "package.unmanaged",
-                Severity.WARN,
-                f"`import {name}` loads files no installed distribution owns",
-                f"{name} resolves to {origin}, which no distribution's metadata lists: a source checkout, a "
-                "copied folder, or what an uninstall left behind. Its version cannot be known.",
-                {"module": name, "resolves_to": origin},
-                _move_stray(spot.name, spot.kind, origin, spot.search_locations, spot.entry),
-            )
+        yield Finding(
+            "package.unmanaged",
+            Severity.WARN,
+            f"`import {name}` loads files no installed distribution owns",
+            f"{name} resolves to {origin}, which no distribution's metadata lists: a source checkout, a "
+            "copied folder, or what an uninstall left behind. Its version cannot be known.",
+            {"module": name, "resolves_to": origin},
+            _move_stray(spot.name, spot.kind, origin, spot.search_locations, spot.entry),
         )
-    return out
 
 
 def _owns(dist: Distribution, name: str, origin: str) -> bool:
@@ -214,29 +204,26 @@ def _move_stray(name: str, kind: str, origin: str, search: tuple[str, ...], entr
     return (Remedy(text + "you want.", actions=(action,)),)
 
 
-def duplicates(facts: Facts) -> list[Finding]:
+@collected
+def duplicates(facts: Facts) -> Iterator[Finding]:
     seen: dict[str, list[str]] = defaultdict(list)
     for dist in facts.scan.distributions:
         seen[dist.normalized].append(f"{dist.version} at {dist.location}")
-    out = []
     for name, where in seen.items():
         if len(where) > 1 and (name in FA_DISTRIBUTIONS or family_of(name) != "other"):
-            out.append(
-                Finding(
-                    "package.duplicate",
-                    Severity.WARN,
-                    f"{name} is installed {len(where)} times",
-                    f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
-                    "shadowed and confuse pip.",
-                    {"distribution": name, "copies": where},
-                    _move_shadowed(facts, name),
-                )
+            yield Finding(
+                "package.duplicate",
+                Severity.WARN,
+                f"{name} is installed {len(where)} times",
+                f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
+                "shadowed and confuse pip.",
+                {"distribution": name, "copies": where},
+                _move_shadowed(facts, name),
             )
-    return out
 
 
-def requirements(facts: Facts) -> list[Finding]:
-    out = []
+@collected
+def requirements(facts: Facts) -> Iterator[Finding]:
     for dist in facts.scan.distributions:
         if dist.normalized not in _CHECKED_REQUIREMENTS or facts.scan.first(dist.normalized) is not dist:
             continue
@@ -255,24 +242,21 @@ def requirements(facts: Facts) -> list[Finding]:
                 ". Its compiled kernels link against that torch's C++ symbols: with another torch, import fails "
                 "with `undefined symbol`"
             )
-        out.append(
-            Finding(
-                "package.requirement",
-                Severity.FAIL if missing or torch_pin else Severity.WARN,
-                f"{dist.name} {dist.version}: requirements not met",
-                detail + ".",
-                {
-                    "distribution": dist.name,
-                    "version": dist.version,
-                    "unmet": [{"requirement": r, "found": h} for r, h in unmet],
-                },
-                (
-                    remedies.planned(Satisfy(dist.name, tuple(unmet))),
-                    *(remedies.reinstall(facts, key) if key and dist.normalized not in names.SERVERS else ()),
-                ),
-            )
+        yield Finding(
+            "package.requirement",
+            Severity.FAIL if missing or torch_pin else Severity.WARN,
+            f"{dist.name} {dist.version}: requirements not met",
+            detail + ".",
+            {
+                "distribution": dist.name,
+                "version": dist.version,
+                "unmet": [{"requirement": r, "found": h} for r, h in unmet],
+            },
+            (
+                remedies.planned(Satisfy(dist.name, tuple(unmet))),
+                *(remedies.reinstall(facts, key) if key and dist.normalized not in names.SERVERS else ()),
+            ),
         )
-    return out
 
 
 def _move_shadowed(facts: Facts, name: str) -> tuple[Remedy, ...]:

@@ -78,6 +78,7 @@ def reinstall_same(facts: Facts, *specs: str) -> PipInstall:
 
 _JOBS = (("MAX_JOBS", names.BUILD_JOBS),)
 REBUILD = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
+_FA3 = ("--no-build-isolation", "--no-deps", "--no-cache-dir")  # a clone's build against the installed torch
 
 
 def torch_mm(facts: Facts) -> tuple[int, int] | None:
@@ -139,9 +140,8 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
         )
     target = version or ecosystem.latest(names.FLASH_ATTN)
     spec = f"{names.FLASH_ATTN}=={target}" if target else names.FLASH_ATTN
-    build = pip_install(facts, (spec,), REBUILD, env=_JOBS)
-    if not version:
-        build = pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), _JOBS)
+    options, held = (REBUILD, ()) if version else (("--no-build-isolation", "--no-cache-dir"), keep(facts))
+    build = pip_install(facts, (spec,), options, held, _JOBS)
     out.append(
         Remedy(
             "(2) Build flash-attn for this torch: PyPI has only its source, and its setup.py imports torch, so it "
@@ -163,14 +163,7 @@ def fa3(facts: Facts) -> Remedy:
         f"takes well over an hour with MAX_JOBS={names.BUILD_JOBS}.",
         # A clone into a fresh folder of its own, built there: never a folder of the caller's directory.
         actions=(
-            BuildFromClone(
-                facts.target.executable,
-                urls.FLASH_ATTENTION_REPO,
-                "hopper",
-                ("--no-build-isolation", "--no-deps", "--no-cache-dir"),
-                keep(facts),
-                _JOBS,
-            ),
+            BuildFromClone(facts.target.executable, urls.FLASH_ATTENTION_REPO, "hopper", _FA3, keep(facts), _JOBS),
         ),
     )
 
@@ -427,11 +420,9 @@ def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
         else:
             specs.append(spec)
     out: list[Remedy] = []
-    if torch_spec and exact_pin(torch_spec) and specs:
-        # Installed around a torch the requirer does not accept, the rest would be built for the wrong torch:
-        # the coherent set-ups below come first, and each brings its own requirements.
-        specs = []
-    if specs:
+    # Installed around a torch the requirer does not accept, the rest would be built for the wrong torch:
+    # the coherent set-ups below come first, and each brings its own requirements.
+    if specs and not (torch_spec and exact_pin(torch_spec)):
         out.append(_install_lacking(facts, intent.requirer, specs))
     if moved:
         out.append(
@@ -482,8 +473,7 @@ def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: lis
                     f"{public(torch_now)}: keeping this torch means another server build."
                 )
             )
-    want = exact_pin(torch_spec)
-    if want:
+    if want := exact_pin(torch_spec):
         moves = (f"{names.TORCH}=={want}", *(b.split(" ", 1)[0] for b in bound))
         out.append(
             Remedy(
