@@ -118,15 +118,12 @@ def _implementation(
     if sgl is not None:
         if version not in sgl.accepted_versions:
             names_ = " and ".join(f"fa{v}" for v in sorted(sgl.accepted_versions))
-            return (
-                None,
-                [
-                    f"SGLang {sgl.version} has no fa{version} backend (its FlashAttention backends: {names_}): "
-                    f"`--attention-backend fa{version}` stops it at start-up with `invalid choice: 'fa{version}'`"
-                    + ("; FA2 is only a fallback inside its FA3 path" if version == 2 else "")
-                ],
-                [],
+            fa2 = "; FA2 is only a fallback inside its FA3 path" if version == 2 else ""
+            why = (
+                f"SGLang {sgl.version} has no fa{version} backend (its FlashAttention backends: {names_}): "
+                f"`--attention-backend fa{version}` stops it at start-up with `invalid choice: 'fa{version}'`{fa2}"
             )
+            return None, [why], []
         stops, some, gates = _refusals(facts, version, phase, flag)
         reasons: list[str] = []
         if version == 3:
@@ -135,8 +132,7 @@ def _implementation(
             switch = sgl.rules.fa4_switch if sgl.rules else None
             pip = switch is not None and facts.env.get(switch[0]) == switch[1]
             state = states["fa4-sglang"] if sgl.fa4_vendored and not pip else states["fa4"]
-            kernel = states["fa3-sgl"]
-            if not kernel.installed:
+            if not states["fa3-sgl"].installed:
                 reasons.append(
                     "SGLang imports sgl_kernel (merge_state_v2) even for FA4, "
                     f"and {names.SGLANG_KERNEL} is not installed"
