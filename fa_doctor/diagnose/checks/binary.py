@@ -184,8 +184,7 @@ class _Check:
         torch, torch_cuda = self.facts.torch, self.facts.torch_cuda
         if torch is None or torch_cuda is None or not libs:
             return cudart
-        wrong = {lib: major for lib, major in libs.items() if major != torch_cuda[0]}
-        if wrong:
+        if wrong := {lib: major for lib, major in libs.items() if major != torch_cuda[0]}:
             needed = ", ".join(f"lib{lib}.so.{major}" for lib, major in sorted(wrong.items()))
             cuda = torch.cuda
             self.fail(
@@ -206,16 +205,14 @@ class _Check:
         needed = elf.needs("GLIBC_")
         if needed and system.startswith("glibc "):
             have = _version(system)
-            too_new = [v for v in needed if _version(v) > have]
-            if too_new:
+            if too_new := [v for v in needed if _version(v) > have]:
                 top = max(too_new, key=_version)
                 users = sorted({s.name for s in elf.undefined if s.version in too_new})[:_SHOWN]
                 problems.append(
                     f"it needs {top} but the system has {system}" + (f" (for {', '.join(users)})" if users else "")
                 )
                 evidence.update(glibc_needed=top, glibc_system=system, symbols=users)
-        cxx = elf.needs("GLIBCXX_") + elf.needs("CXXABI_")
-        if cxx:
+        if cxx := elf.needs("GLIBCXX_") + elf.needs("CXXABI_"):
             dirs = library_dirs(
                 elf.runpath,
                 os.path.dirname(ext.path),
@@ -231,8 +228,7 @@ class _Check:
                 why = f"{path}: {lib.error or 'no version definitions'}" if lib else "libstdc++.so.6 not found"
                 self.skipped.append(f"{ext.relpath}: GLIBCXX needs not checked ({why})")
             else:
-                missing = [v for v in cxx if v not in set(lib.version_defs)]
-                if missing:
+                if missing := [v for v in cxx if v not in set(lib.version_defs)]:
                     top = max(missing, key=_version)
                     family = top.split("_", 1)[0] + "_"
                     have_top = max((v for v in lib.version_defs if v.startswith(family)), key=_version, default="none")
@@ -260,8 +256,7 @@ class _Check:
     def torch_symbols(self, ext: Extension, elf: ElfInfo) -> None:
         if self.facts.torch is None:
             return
-        wanted = sorted({s.name for s in elf.undefined if not s.weak and _TORCH_SYMBOL.match(s.name)})
-        if not wanted:
+        if not (wanted := sorted({s.name for s in elf.undefined if not s.weak and _TORCH_SYMBOL.match(s.name)})):
             return
         from fa_doctor.probes.elf import exported
 

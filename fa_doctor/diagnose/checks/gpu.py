@@ -44,8 +44,7 @@ def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = Fals
     yield Finding(
         "gpu.found", Severity.OK, f"{len(gpus.devices)} GPU(s) visible (via {gpus.source})", described, evidence
     )
-    unknown = [d for d in gpus.devices if d.capability is None]
-    if unknown:
+    if unknown := [d for d in gpus.devices if d.capability is None]:
         said = ", ".join(
             f"GPU {d.index} {d.name} ({'reported ' + repr(d.capability_raw) if d.capability_raw else 'not reported'})"
             for d in unknown
@@ -64,8 +63,7 @@ def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = Fals
                 ),
             ),
         )
-    old = [d for d in gpus.devices if d.capability is not None and d.capability < (8, 0)]
-    if old:
+    if old := [d for d in gpus.devices if d.capability is not None and d.capability < (8, 0)]:
         names = ", ".join(
             f"GPU {d.index} {d.name} (compute capability {'.'.join(map(str, d.capability or ()))})" for d in old
         )
@@ -87,8 +85,7 @@ def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = Fals
 
 @collected
 def check_torch(facts: Facts) -> Iterator[Finding]:
-    torch = facts.torch
-    if torch is None:
+    if (torch := facts.torch) is None:
         yield Finding(
             "torch.missing",
             Severity.FAIL,

@@ -120,8 +120,7 @@ def _either(values: tuple[int, ...]) -> str:
 
 def _vllm_version(facts: Facts, value: str) -> list[Finding]:
     name = "VLLM_FLASH_ATTN_VERSION"
-    vllm = facts.scan.first(names.VLLM)
-    if vllm is None:
+    if (vllm := facts.scan.first(names.VLLM)) is None:
         make = _maker(name, value, _unset(name, "Unset it, or leave it for another environment."), vllm=None)
         return make("knob.ignored", Severity.INFO, f"{name} is set but vLLM is not installed here", "Nothing reads it.")
     v = vllm.version
@@ -210,8 +209,7 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
 def _fa4_arch(facts: Facts, value: str) -> list[Finding]:
     name = "FLASH_ATTENTION_ARCH"
     make = _maker(name, value, _unset(name, f"Unset {name}: FA4 picks the kernel path from the GPU."))
-    m = _FA4_ARCH.match(value)
-    if m is None:
+    if (m := _FA4_ARCH.match(value)) is None:
         return make(
             "knob.invalid",
             Severity.FAIL,
@@ -275,8 +273,7 @@ def _dsl_arch(facts: Facts, value: str) -> list[Finding]:
             expected=expected,
         )
     problems = {f"sm_{c[0]}{c[1]}": catalog.dsl_arch_runs_fa4(value, c) for c in facts.capabilities}
-    bad = {gpu: why for gpu, why in problems.items() if why}
-    if not bad:
+    if not (bad := {gpu: why for gpu, why in problems.items() if why}):
         return make(
             "knob.active",
             Severity.INFO,

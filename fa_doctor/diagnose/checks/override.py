@@ -43,8 +43,7 @@ def proven(facts: Facts, key: str | None) -> str:
         return "works here"
     impl = BY_KEY.get(key or "")
     if facts.gpu_arch and impl is not None:
-        other = [a for a in facts.gpu_arch if not impl.supports(divmod(int(a.removeprefix("sm_")), 10))]
-        if not other:
+        if not (other := [a for a in facts.gpu_arch if not impl.supports(divmod(int(a.removeprefix("sm_")), 10))]):
             return f"is supported on {', '.join(facts.gpu_arch)} (from --gpu-arch); no GPU here ran it"
         return (
             f"is not proven here: no GPU seen, and {impl.label} runs on {impl.capability_text}, not {', '.join(other)}"

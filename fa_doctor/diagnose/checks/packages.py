@@ -28,8 +28,7 @@ _CHECKED_REQUIREMENTS: dict[str, tuple[str, ...] | None] = {
 
 
 def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
-    listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in states.values() if s.dist}
-    if listing:
+    if listing := {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in states.values() if s.dist}:
         head = Finding(
             "package.found",
             Severity.OK,
@@ -227,8 +226,7 @@ def requirements(facts: Facts) -> Iterator[Finding]:
     for dist in facts.scan.distributions:
         if dist.normalized not in _CHECKED_REQUIREMENTS or facts.scan.first(dist.normalized) is not dist:
             continue
-        unmet = unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])
-        if not unmet:
+        if not (unmet := unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])):
             continue
         torch_pin = any(name_of(r) == "torch" for r, _ in unmet)
         missing = any(have == "not installed" for _, have in unmet)

@@ -100,8 +100,7 @@ def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | N
         name = normalize(req.name)
         if wanted is not None and name not in wanted:
             continue
-        have = facts.scan.index.get(name)
-        if have is None:
+        if (have := facts.scan.index.get(name)) is None:
             out.append((str(req), "not installed"))
         elif requirements.contains(req.specifier, have) is False:  # None: not a version or specifier, say nothing
             out.append((str(req), f"{name} {have}"))

@@ -92,8 +92,7 @@ def _refusals(
     gate = rules.gate(backend)
     for major in sorted({c[0] for c in facts.capabilities}) if gate else ():
         assert gate is not None
-        admits = gate.admits(major)
-        if admits is None:
+        if (admits := gate.admits(major)) is None:
             gates.append(
                 f"SGLang {sgl.version} refuses {backend} on sm_{major}x at start-up: `{gate.error}` ({gate.file})"
             )
@@ -114,8 +113,7 @@ def implementation_for(
 def _implementation(
     version: int, facts: Facts, states: dict[str, ImplState], phase: str | None, flag: str | None
 ) -> tuple[ImplState | None, list[str], list[str]]:
-    sgl = facts.sglang
-    if sgl is not None:
+    if (sgl := facts.sglang) is not None:
         if version not in sgl.accepted_versions:
             names_ = " and ".join(f"fa{v}" for v in sorted(sgl.accepted_versions))
             fa2 = "; FA2 is only a fallback inside its FA3 path" if version == 2 else ""
@@ -155,8 +153,7 @@ def _implementation(
         return state, [*state.problems(), *stops, *reasons], some
     # The first usable candidate, else the first installed one (its problems say why), else the first.
     candidates = [states[k] for k in {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])]
-    ranked = sorted(candidates, key=lambda s: (not s.usable, not s.installed))
-    if not ranked:
+    if not (ranked := sorted(candidates, key=lambda s: (not s.usable, not s.installed))):
         return None, [f"there is no FA{version}"], []
     return ranked[0], ranked[0].problems(), []
 
@@ -281,8 +278,7 @@ def _phase(
     """One phase's choice; `flag` is the option that named the backend (SGLang checks only those names)."""
     if backend is None:
         return PhaseChoice(phase, None, None, None, "none", why)
-    version = FA_BACKENDS.get(backend)
-    if version is None:
+    if (version := FA_BACKENDS.get(backend)) is None:
         rejected = (_missing_flag(flag, facts) or rejected_backend(backend, flag, facts)) if flag else None
         if rejected:
             return PhaseChoice(phase, backend, None, None, source, why, (rejected,))
@@ -319,8 +315,7 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
 def _knowledge(facts: Facts) -> tuple[str, str]:
     """(the catalog's date, where the installed SGLang's rules were read)."""
     date = server_rules.generated_on()
-    sgl = facts.sglang
-    if sgl is None:
+    if (sgl := facts.sglang) is None:
         return date, ""
     if sgl.source == "catalog" and sgl.rules is not None:
         wheel = sgl.rules.wheel.split(" ", 1)[0]
@@ -331,8 +326,7 @@ def _knowledge(facts: Facts) -> tuple[str, str]:
 def _auto(phase: str, facts: Facts, states: dict[str, ImplState]) -> PhaseChoice:
     """Without SGLang: the newest FA whose install is healthy and supports the GPU (transformers' rule)."""
     own = [s for s in states.values() if s.impl.key not in ("fa4-sglang", "vllm-fa")]
-    best = max((s for s in own if s.usable), key=lambda s: s.impl.version, default=None)
-    if best is not None:
+    if (best := max((s for s in own if s.usable), key=lambda s: s.impl.version, default=None)) is not None:
         note = "" if facts.capabilities else " (no GPU visible to check it against)"
         why = f"auto-detection: the newest healthy FA installed is {best.impl.label}{note}"
         return PhaseChoice(phase, None, best.impl.version, best.impl.key, "auto", why)

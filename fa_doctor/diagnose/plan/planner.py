@@ -163,8 +163,7 @@ def _owners(facts: Facts, owners: tuple[str, ...]) -> Remedy:
         for n, v in (o.split(" ", 1) for o in owners if " " in o)
         if requirement(n) == n and installed(facts, n) == v
     ]
-    fa4 = [(n, v) for n, v in specs if family_of(name_of(n)).startswith("fa4")]
-    if fa4:
+    if fa4 := [(n, v) for n, v in specs if family_of(name_of(n)).startswith("fa4")]:
         return Remedy(
             "(2) Reinstall the FA4 package last, the same version without its dependencies, so its flash_attn/cute "
             "files win (flash-attn <= 2.8.3.post2 ships an old snapshot of them). Uninstalling the other owner later "

@@ -24,6 +24,7 @@ from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
 
 _CLOSURE = frozenset(names.FA_CLOSURE)
+_Strs = Iterable[str]
 
 
 class Unheld(ValueError):
@@ -32,8 +33,7 @@ class Unheld(ValueError):
 
 def server_pins(facts: Facts) -> dict[str, str]:
     """The server's exact pins on the FA stack for this environment: normalised name -> `name==X`."""
-    srv = server(facts)
-    if srv is None:
+    if (srv := server(facts)) is None:
         return {}
     pins: dict[str, str] = {}
     for text in srv.requires:
@@ -61,11 +61,7 @@ def keep_except(facts: Facts, specs: Iterable[str]) -> tuple[str, ...]:
 
 
 def pip_install(
-    facts: Facts,
-    requirements: Iterable[str],
-    options: Iterable[str] = (),
-    constraints: Iterable[str] = (),
-    env: Iterable[tuple[str, str]] = (),
+    facts: Facts, requirements: _Strs, options: _Strs = (), constraints: _Strs = (), env: Iterable[tuple[str, str]] = ()
 ) -> PipInstall:
     """`pip install` into the interpreter that runs the server."""
     return PipInstall(facts.target.executable, tuple(requirements), tuple(options), tuple(constraints), tuple(env))
@@ -79,15 +75,6 @@ def reinstall_same(facts: Facts, *specs: str) -> PipInstall:
 _JOBS = (("MAX_JOBS", names.BUILD_JOBS),)
 REBUILD = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
 _FA3 = ("--no-build-isolation", "--no-deps", "--no-cache-dir")  # a clone's build against the installed torch
-
-
-def torch_mm(facts: Facts) -> tuple[int, int] | None:
-    version = installed(facts, names.TORCH) or (facts.torch.version if facts.torch else None)
-    head = (version or "").split("+")[0].split(".")
-    try:
-        return int(head[0]), int(head[1])
-    except (ValueError, IndexError):
-        return None
 
 
 def cuda_major(facts: Facts) -> int | None:
@@ -114,7 +101,11 @@ def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
 
 def fa2(facts: Facts) -> tuple[Remedy, ...]:
     version = installed(facts, names.FLASH_ATTN)
-    mm = torch_mm(facts)
+    head = (installed(facts, names.TORCH) or (facts.torch.version if facts.torch else None) or "").split("+")[0]
+    try:
+        mm: tuple[int, int] | None = int(head.split(".")[0]), int(head.split(".")[1])
+    except (ValueError, IndexError):
+        mm = None
     abi = facts.torch.cxx11_abi if facts.torch else None
     out: list[Remedy] = []
     fa4_have = installed(facts, names.FLASH_ATTN_4)
@@ -280,8 +271,7 @@ def fa4(facts: Facts, key: str) -> Remedy:
         return resolvable(facts, Remedy(text, actions=(pip_install(facts, specs, (), keep_except(facts, specs)),)))
     wanted = requires(facts, srv, names.FLASH_ATTN_4) if srv else None
     pins = {name_of(p): exact_pin(p) or "" for p in server_pins(facts).values()}
-    spec = ecosystem.fa4_install_spec(cuda, pins, wanted, python(facts))
-    if spec is None:
+    if (spec := ecosystem.fa4_install_spec(cuda, pins, wanted, python(facts))) is None:
         text = f"(2) No {names.FLASH_ATTN_4} release in fa-doctor's catalog fits here: "
         if srv:
             text += f"{srv.name} {srv.version} requires {wanted} and pins {', '.join(server_pins(facts).values())}; "
@@ -323,8 +313,7 @@ def resolvable(facts: Facts, remedy: Remedy) -> Remedy:
 
 
 def vllm(facts: Facts) -> Remedy:
-    version = installed(facts, names.VLLM)
-    if version:
+    if version := installed(facts, names.VLLM):
         return Remedy(
             "(2) Reinstall vLLM (its FA kernels are built into the vllm wheel), the same version, without its "
             "dependencies.",
@@ -453,8 +442,7 @@ def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: lis
     if server is not None and torch_now and ecosystem.known(server.normalized):
         # The release's Requires-Python must admit this Python.
         pinning = ecosystem.releases_pinning(server.normalized, names.TORCH, torch_now, python(facts))
-        fits = [v for v in pinning if v != server.version]
-        if fits:
+        if fits := [v for v in pinning if v != server.version]:
             spec = f"{server.normalized}=={fits[0]}"
             out.append(
                 resolvable(  # never an install pip's resolver refused when fa-doctor's catalog was made

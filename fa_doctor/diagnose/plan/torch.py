@@ -21,8 +21,7 @@ def torch_channel(facts: Facts, torch_mm: tuple[int, int] | None) -> tuple[str |
     if not channels or torch_mm is None:
         return None, "the CUDA channels of this torch release are not in fa-doctor's catalog"
     floor = max((ecosystem.MIN_CUDA_FOR_MAJOR.get(c[0], (0, 0)) for c in facts.capabilities), default=(0, 0))
-    usable = [c for c in channels if _cu(c) >= floor]
-    if not usable:
+    if not (usable := [c for c in channels if _cu(c) >= floor]):
         return None, f"no channel of torch {torch_mm[0]}.{torch_mm[1]} carries code for these GPUs"
     gpu_note = f" (these GPUs need CUDA >= {floor[0]}.{floor[1]} builds)" if floor > (0, 0) else ""
     major, _, minor = (facts.gpus.cuda_driver_version or "").partition(".")
@@ -33,8 +32,7 @@ def torch_channel(facts: Facts, torch_mm: tuple[int, int] | None) -> tuple[str |
             f"{torch_mm[0]}.{torch_mm[1]}{gpu_note} (`nvidia-smi` prints `CUDA Version`: pick the newest channel "
             "not above it)"
         )
-    fits = [c for c in usable if _cu(c) <= cap]
-    if not fits:
+    if not (fits := [c for c in usable if _cu(c) <= cap]):
         return None, f"the driver supports CUDA {cap[0]}.{cap[1]}, older than every usable channel{gpu_note}"
     return fits[-1], f"the newest channel for the driver's CUDA {cap[0]}.{cap[1]}{gpu_note}"
 
