@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from typing import ParamSpec
+from typing import ParamSpec, TypeVar
 
 from fa_doctor.model.finding import Finding, Remedy, Severity
 
 P = ParamSpec("P")
+T = TypeVar("T")
 ISSUES = "https://github.com/fa-doctor/fa-doctor/issues"
 
 
@@ -49,11 +50,11 @@ def probe_failed(exc: BaseException) -> Finding:
     )
 
 
-def collected(check: Callable[P, Iterator[Finding]]) -> Callable[P, list[Finding]]:
-    """A check written as a generator of findings, called as one that returns them as a list."""
+def collected(check: Callable[P, Iterator[T]]) -> Callable[P, list[T]]:
+    """A check (or recipe) written as a generator, called as one that returns what it yields as a list."""
 
     @functools.wraps(check)
-    def run(*args: P.args, **kwargs: P.kwargs) -> list[Finding]:
+    def run(*args: P.args, **kwargs: P.kwargs) -> list[T]:
         return list(check(*args, **kwargs))
 
     return run

@@ -134,7 +134,7 @@ def _expand(intent: I.Intent, facts: Facts) -> tuple[Remedy, ...]:
     if isinstance(intent, I.Rebuild):
         return (_rebuild(facts, intent),)
     if isinstance(intent, I.Satisfy):
-        return satisfy(facts, intent)
+        return tuple(satisfy(facts, intent))
     if isinstance(intent, I.InstallTorch):
         return (install_torch(facts),)
     if isinstance(intent, I.CudaTorch):

@@ -4,10 +4,11 @@ installed torch and the server's exact pins on the FA stack; printed text is bou
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from fa_doctor.catalog import ecosystem, names, urls
 from fa_doctor.catalog.families import normalize
+from fa_doctor.diagnose.contain import collected
 from fa_doctor.diagnose.derive.requires import (
     applies,
     exact_pin,
@@ -83,7 +84,7 @@ def cuda_major(facts: Facts) -> int | None:
 
 def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
     if key == "fa2":
-        return fa2(facts)
+        return tuple(fa2(facts))
     if key == "fa3-sgl":
         return sgl_kernel(facts)
     if key == "fa3":
@@ -99,7 +100,8 @@ def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
     return ()
 
 
-def fa2(facts: Facts) -> tuple[Remedy, ...]:
+@collected
+def fa2(facts: Facts) -> Iterator[Remedy]:
     version = installed(facts, names.FLASH_ATTN)
     head = (installed(facts, names.TORCH) or (facts.torch.version if facts.torch else None) or "").split("+")[0]
     try:
@@ -107,7 +109,6 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
     except (ValueError, IndexError):
         mm = None
     abi = facts.torch.cxx11_abi if facts.torch else None
-    out: list[Remedy] = []
     fa4_have = installed(facts, names.FLASH_ATTN_4)
     after: tuple[Action, ...] = (reinstall_same(facts, f"{names.FLASH_ATTN_4}=={fa4_have}"),) if fa4_have else ()
     cute = (
@@ -122,29 +123,24 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
     if release and mm and cuda and abi is not None and facts.target.machine == "x86_64":
         url = ecosystem.fa2_wheel(release, mm, cuda, abi, python(facts), "linux_x86_64")
     if url and mm:
-        out.append(
-            Remedy(
-                f"(2) Install the flash-attn {release} release wheel built for torch {mm[0]}.{mm[1]}, CUDA {cuda} "
-                f"and this C++ ABI (no compiler needed).{cute}",
-                actions=(reinstall_same(facts, url), *after),
-            )
+        yield Remedy(
+            f"(2) Install the flash-attn {release} release wheel built for torch {mm[0]}.{mm[1]}, CUDA {cuda} "
+            f"and this C++ ABI (no compiler needed).{cute}",
+            actions=(reinstall_same(facts, url), *after),
         )
     target = version or ecosystem.latest(names.FLASH_ATTN)
     spec = f"{names.FLASH_ATTN}=={target}" if target else names.FLASH_ATTN
     options, held = (REBUILD, ()) if version else (("--no-build-isolation", "--no-cache-dir"), keep(facts))
     build = pip_install(facts, (spec,), options, held, _JOBS)
-    out.append(
-        Remedy(
-            "(2) Build flash-attn for this torch: PyPI has only its source, and its setup.py imports torch, so it "
-            "needs --no-build-isolation and, in this interpreter, the build tools (installed first); --no-cache-dir "
-            "keeps pip from reinstalling a wheel it built for another torch. setup.py first tries a prebuilt wheel "
-            "from the GitHub release for this torch/CUDA/ABI/Python; without one it compiles with nvcc (a CUDA "
-            f"toolkit of torch's CUDA major), which takes hours and several GB of RAM per job (MAX_JOBS="
-            f"{names.BUILD_JOBS} bounds it).{cute}",
-            actions=(pip_install(facts, names.FA2_BUILD_TOOLS, (), keep(facts)), build, *after),
-        )
+    yield Remedy(
+        "(2) Build flash-attn for this torch: PyPI has only its source, and its setup.py imports torch, so it "
+        "needs --no-build-isolation and, in this interpreter, the build tools (installed first); --no-cache-dir "
+        "keeps pip from reinstalling a wheel it built for another torch. setup.py first tries a prebuilt wheel "
+        "from the GitHub release for this torch/CUDA/ABI/Python; without one it compiles with nvcc (a CUDA "
+        f"toolkit of torch's CUDA major), which takes hours and several GB of RAM per job (MAX_JOBS="
+        f"{names.BUILD_JOBS} bounds it).{cute}",
+        actions=(pip_install(facts, names.FA2_BUILD_TOOLS, (), keep(facts)), build, *after),
     )
-    return tuple(out)
 
 
 def fa3(facts: Facts) -> Remedy:
@@ -387,7 +383,8 @@ def _install_lacking(facts: Facts, requirer: str, specs: list[str]) -> Remedy:
     )
 
 
-def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
+@collected
+def satisfy(facts: Facts, intent: I.Satisfy) -> Iterator[Remedy]:
     """Install what the server (or another distribution) declares and lacks; torch is never moved here: where a
     requirement needs another torch, the coherent alternatives are offered instead."""
     torch_now = installed(facts, names.TORCH)
@@ -408,68 +405,56 @@ def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
             bound.append(f"{spec} (built for torch {torch_pin} exactly)")
         else:
             specs.append(spec)
-    out: list[Remedy] = []
     # Installed around a torch the requirer does not accept, the rest would be built for the wrong torch:
     # the coherent set-ups below come first, and each brings its own requirements.
     if specs and not (torch_spec and exact_pin(torch_spec)):
-        out.append(_install_lacking(facts, intent.requirer, specs))
+        yield _install_lacking(facts, intent.requirer, specs)
     if moved:
-        out.append(
-            Remedy(
-                f"{intent.requirer} pins other versions than the installed {listed(moved)}: fa-doctor leaves "
-                "installed packages as they are; `pip check` lists every mismatch.",
-                actions=(_pip_check(facts),),
-            )
+        yield Remedy(
+            f"{intent.requirer} pins other versions than the installed {listed(moved)}: fa-doctor leaves "
+            "installed packages as they are; `pip check` lists every mismatch.",
+            actions=(_pip_check(facts),),
         )
     if torch_spec or bound:
-        out += alternatives(facts, intent.requirer, torch_spec, bound)
-    return tuple(out)
+        yield from alternatives(facts, intent.requirer, torch_spec, bound)
 
 
-def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: list[str]) -> list[Remedy]:
+@collected
+def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: list[str]) -> Iterator[Remedy]:
     """No install keeps both this torch and the server's pins: say so, then the two coherent ways out."""
     torch_now = installed(facts, names.TORCH)
     needs = listed(([torch_spec] if torch_spec else []) + bound)
     server = facts.scan.first(requirer)
-    out = [
-        Remedy(
-            f"{requirer} requires {needs}, but torch {torch_now or 'is not installed'}"
-            + (" is installed" if torch_now else "")
-            + ": no install can satisfy both, so fa-doctor plans none that keeps this torch. Choose one of the "
-            "consistent set-ups below."
-        )
-    ]
+    yield Remedy(
+        f"{requirer} requires {needs}, but torch {torch_now or 'is not installed'}"
+        + (" is installed" if torch_now else "")
+        + ": no install can satisfy both, so fa-doctor plans none that keeps this torch. Choose one of the "
+        "consistent set-ups below."
+    )
     if server is not None and torch_now and ecosystem.known(server.normalized):
         # The release's Requires-Python must admit this Python.
         pinning = ecosystem.releases_pinning(server.normalized, names.TORCH, torch_now, python(facts))
         if fits := [v for v in pinning if v != server.version]:
             spec = f"{server.normalized}=={fits[0]}"
-            out.append(
-                resolvable(  # never an install pip's resolver refused when fa-doctor's catalog was made
-                    facts,
-                    Remedy(
-                        f"(a) Keep torch {torch_now}: install {spec}, the newest {server.normalized} release built "
-                        f"for torch {public(torch_now)} (its own pins follow; torch is held).",
-                        actions=(pip_install(facts, (spec,), (), (f"{names.TORCH}=={torch_now}",)),),
-                    ),
-                )
+            yield resolvable(  # never an install pip's resolver refused when fa-doctor's catalog was made
+                facts,
+                Remedy(
+                    f"(a) Keep torch {torch_now}: install {spec}, the newest {server.normalized} release built "
+                    f"for torch {public(torch_now)} (its own pins follow; torch is held).",
+                    actions=(pip_install(facts, (spec,), (), (f"{names.TORCH}=={torch_now}",)),),
+                ),
             )
         else:
-            out.append(
-                Remedy(
-                    f"(a) No {server.normalized} release in fa-doctor's catalog is built for torch "
-                    f"{public(torch_now)}: keeping this torch means another server build."
-                )
+            yield Remedy(
+                f"(a) No {server.normalized} release in fa-doctor's catalog is built for torch "
+                f"{public(torch_now)}: keeping this torch means another server build."
             )
     if want := exact_pin(torch_spec):
         moves = (f"{names.TORCH}=={want}", *(b.split(" ", 1)[0] for b in bound))
-        out.append(
-            Remedy(
-                f"(b) Move torch to {requirer}'s pin, torch=={want}: this REPLACES torch {torch_now or ''} (and "
-                "every package built against it must match); `fa-doctor fix --apply` takes this only with "
-                "--allow-torch-change.",
-                actions=(pip_install(facts, moves, (), keep_except(facts, moves)),),
-                replaces_torch=True,
-            )
+        yield Remedy(
+            f"(b) Move torch to {requirer}'s pin, torch=={want}: this REPLACES torch {torch_now or ''} (and "
+            "every package built against it must match); `fa-doctor fix --apply` takes this only with "
+            "--allow-torch-change.",
+            actions=(pip_install(facts, moves, (), keep_except(facts, moves)),),
+            replaces_torch=True,
         )
-    return out
