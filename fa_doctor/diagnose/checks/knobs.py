@@ -137,18 +137,14 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
     if not rules.env:
         accepted = _either(rules.config) or "2 or 3"
         last = server_rules.vllm_last_reading()
+        other = value.strip().isdigit() and len(value) < 4 and int(value) not in rules.config
         make = _maker(name, value, _unset(name, f"Unset it and pass `{_FLAG}` ({accepted}) to vLLM."), vllm=v)
         return make(
             "knob.ignored",
             Severity.WARN,
             f"{name} is set but vLLM {v} does not read it",
             f"vLLM {last} was the last release to read it (a deprecated alias); later releases ignore it{note}. Pass "
-            f"`{_FLAG}` instead: it accepts {accepted}"
-            + (
-                f", not {value.strip()}."
-                if value.strip().isdigit() and len(value) < 4 and int(value) not in rules.config
-                else "."
-            ),
+            f"`{_FLAG}` instead: it accepts {accepted}" + (f", not {value.strip()}." if other else "."),
         )
     make = _maker(name, value, _unset(name, f"Unset it (vLLM picks for the GPU), or pass `{_FLAG}` instead."), vllm=v)
     try:
@@ -181,8 +177,7 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
             f"{name}=3 on Blackwell: vLLM uses FA2",
             f'vLLM {v} warns "Cannot use FA version 3 on Blackwell platform, defaulting to FA version 2".',
         )
-    runs = {m: rules.runs(number, m) for m in majors}
-    if str(number) in rules.unsupported and all(runs.values()):
+    if str(number) in rules.unsupported and all(rules.runs(number, m) for m in majors):
         return make(
             "knob.active",
             Severity.INFO,

@@ -15,12 +15,11 @@ from fa_doctor.model.finding import Finding, Severity
 def check_target(facts: Facts, why: str, own_prefix: str, env: Mapping[str, str]) -> Iterator[Finding]:
     """`why`: how the interpreter was chosen; `own_prefix`: fa-doctor's own environment (sys.prefix, real path)."""
     target = facts.target
-    version = ".".join(map(str, target.version))
     evidence = {"python": target.python, "executable": target.executable, "prefix": target.prefix, "why": why}
     yield Finding(
         "target.chosen",
         Severity.INFO,
-        f"Judged {target.python} (Python {version}), chosen by {why or 'the command line'}",
+        f"Judged {target.python} (Python {'.'.join(map(str, target.version))}), chosen by {why or 'the command line'}",
         f"Its prefix is {target.prefix}. A bare check judges --python, else $VIRTUAL_ENV's python, else "
         "$CONDA_PREFIX's, else the first python3 on PATH.",
         evidence,

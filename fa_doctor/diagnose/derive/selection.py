@@ -55,16 +55,10 @@ class Selection:
         return self.prefill, self.decode
 
     def to_dict(self) -> dict[str, object]:
-        versions = {p.version for p in self.phases}
-        return {
-            "fa_version": versions.pop() if len(versions) == 1 else None,
-            "prefill": self.prefill.to_dict(),
-            "decode": self.decode.to_dict(),
-            "sglang_default_backend": self.sglang_default,
-            "sglang_default_why": self.sglang_default_why,
-            "catalog_generated_on": self.catalog_date,
-            "sglang_rules": self.sglang_rules,
-        }
+        keys = {"sglang_default": "sglang_default_backend", "catalog_date": "catalog_generated_on"}
+        out = {keys.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
+        fa_version = self.prefill.version if self.prefill.version == self.decode.version else None
+        return {"fa_version": fa_version, **out, "prefill": self.prefill.to_dict(), "decode": self.decode.to_dict()}
 
 
 def _refusals(

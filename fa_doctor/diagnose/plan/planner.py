@@ -25,11 +25,8 @@ def plan(findings: Iterable[Finding], facts: Facts | None, target: tuple[str, ..
     ground = feasible.ground_of(facts) if facts is not None else None
     out = []
     for finding in findings:
-        remedies: list[Remedy] = []
-        for remedy in finding.remedies:
-            expanded = expand(remedy, facts) if remedy.intent is not None else (remedy,)
-            remedies += [mark(_for_target(r, target), ground) for r in expanded]
-        out.append(replace(finding, remedies=tuple(unique(remedies))))
+        expanded = (r for x in finding.remedies for r in (expand(x, facts) if x.intent is not None else (x,)))
+        out.append(replace(finding, remedies=tuple(unique([mark(_for_target(r, target), ground) for r in expanded]))))
     return out
 
 
