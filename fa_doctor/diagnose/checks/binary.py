@@ -268,12 +268,11 @@ class _Check:
             found |= result.found
             if result.error is not None:
                 unread.append(f"{os.path.basename(lib)} ({result.error})")
-        missing = [n for n in wanted if n not in found]
-        if missing and (unread or not libs):  # the symbols may live in what could not be read: say so, claim nothing
+        if not (missing := [n for n in wanted if n not in found]):
+            return
+        if unread or not libs:  # the symbols may live in what could not be read: say so, claim nothing
             where = "; ".join(unread) or f"no libraries in {self.facts.torch.location}/lib"
             self.skipped.append(f"{ext.relpath}: torch symbols not checked: {where}")
-            return
-        if not missing:
             return
         torch_v = self.facts.torch.version or "?"
         state = self.states.get(ext.impl)

@@ -290,8 +290,7 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
             why = f"SGLANG_FLASHATTENTION_VERSION={override} pins FA{override}"
             name = f"fa{override}" if facts.sglang and override in FA_BACKENDS.values() else None
             phases.append(_fa_choice(phase, override, name, "override", why, facts, states, None))
-        elif flag or flags.attention:
-            chosen = flag or flags.attention
+        elif chosen := flag or flags.attention:
             which = f"--{phase}-attention-backend" if flag else "--attention-backend"
             phases.append(_phase(phase, chosen, "flag", f"{which} {chosen}", facts, states, which))
         elif facts.sglang is not None:

@@ -135,9 +135,7 @@ def _install(
         return None  # pip installs exactly the named requirements, none of them torch: torch cannot move
     wanted = f"{names.TORCH}=={torch}"
     held = [c.replace(" ", "") for c in pip.constraints if _name(c) == names.TORCH]
-    if wanted not in held:
-        return f"it does not hold torch at {torch} (no {wanted} constraint)"
-    return None
+    return f"it does not hold torch at {torch} (no {wanted} constraint)" if wanted not in held else None
 
 
 def _uninstall(action: PipUninstall, ground: Ground) -> str | None:
@@ -163,9 +161,6 @@ def _move(action: MovePath, ground: Ground) -> str | None:
         if action.path == held or _inside(held, action.path) or _inside(action.path, held):
             return f"{action.path} holds the {label} the server imports"
     return None
-
-
-# ---- the ground, from a check's facts or from the distributions on the path ----------------------------------
 
 
 def protected_names(servers: Iterable[Distribution]) -> frozenset[str]:

@@ -95,9 +95,7 @@ def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
         return (*sgl_kernel(facts), fa4(facts, key))
     if key in ("fa4", "fa4-sglang"):
         return (fa4(facts, key),)
-    if key == "vllm-fa":
-        return (vllm(facts),)
-    return ()
+    return (vllm(facts),) if key == "vllm-fa" else ()
 
 
 @collected
@@ -246,9 +244,7 @@ def _dsl_reinstall(facts: Facts, key: str) -> Remedy | None:
     if key == "fa4" and have:
         text = text.replace("the CuTe DSL runtime FA4 runs on", f"{names.FLASH_ATTN_4} and the CuTe DSL runtime")
         actions.insert(0, reinstall_same(facts, f"{names.FLASH_ATTN_4}=={have}"))
-    if actions and (key != "fa4" or have):
-        return Remedy(text + ".", actions=tuple(actions))
-    return None
+    return Remedy(text + ".", actions=tuple(actions)) if actions and (key != "fa4" or have) else None
 
 
 def fa4(facts: Facts, key: str) -> Remedy:
