@@ -320,7 +320,6 @@ def check_knobs(facts: Facts) -> list[Finding]:
     env = facts.env
     out = [f for name, read in _READERS.items() if name in env for f in read(facts, env[name])]
     out += _fa4_cache(env)
-    build = [name for name in ("FLASH_ATTENTION_FORCE_BUILD", "FLASH_ATTN_CUDA_ARCHS") if name in env]
     return out + [
         Finding(
             "knob.active",
@@ -329,7 +328,8 @@ def check_knobs(facts: Facts) -> list[Finding]:
             "It affects building flash-attn from source, not which FA version runs.",
             {"variable": name, "value": shown(env[name])},
         )
-        for name in build
+        for name in ("FLASH_ATTENTION_FORCE_BUILD", "FLASH_ATTN_CUDA_ARCHS")
+        if name in env
     ]
 
 

@@ -11,8 +11,7 @@ from fa_doctor.model.finding import Remedy
 
 
 def _cu(channel: str) -> tuple[int, int]:
-    digits = channel[2:]
-    return int(digits[:-1]), int(digits[-1])
+    return int(channel[2:-1]), int(channel[-1])  # cu128 -> (12, 8)
 
 
 def torch_channel(facts: Facts, torch_mm: tuple[int, int] | None) -> tuple[str | None, str]:
