@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+import functools
+from collections.abc import Callable, Iterator
+from typing import ParamSpec, TypeVar
 
 from fa_doctor.model.finding import Finding, Remedy, Severity
 
+P = ParamSpec("P")
 T = TypeVar("T")
-
 ISSUES = "https://github.com/fa-doctor/fa-doctor/issues"
 
 
@@ -19,8 +20,7 @@ def crash_finding(name: str, exc: BaseException, others_ran: bool = True) -> Fin
 
     from fa_doctor.process.interrupt import within
 
-    signalled = within(exc)
-    if signalled is not None:
+    if (signalled := within(exc)) is not None:
         raise signalled
 
     frames = traceback.extract_tb(exc.__traceback__)
@@ -48,6 +48,16 @@ def probe_failed(exc: BaseException) -> Finding:
         {"error": f"{type(exc).__name__}: {exc}"},
         (Remedy("Run it again with `--json` and report the output if it persists.", (ISSUES,)),),
     )
+
+
+def collected(check: Callable[P, Iterator[T]]) -> Callable[P, list[T]]:
+    """A check (or recipe) written as a generator, called as one that returns what it yields as a list."""
+
+    @functools.wraps(check)
+    def run(*args: P.args, **kwargs: P.kwargs) -> list[T]:
+        return list(check(*args, **kwargs))
+
+    return run
 
 
 def contained(name: str, check: Callable[[], list[Finding]]) -> list[Finding]:

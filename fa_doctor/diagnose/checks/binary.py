@@ -80,23 +80,18 @@ def _serves(arch: Arch) -> str:
     return f"{major}.{minor}" + (f"-{major}.9" if minor < 9 else "") + (" by JIT" if arch.ptx else "")
 
 
-def _listing(fb: FatbinInfo) -> str:
-    cubins = ", ".join(f"{name} x{n}" for name, n in fb.cubins.items()) or "no cubins"
-    ptx = ", ".join(f"{name} x{n}" for name, n in fb.ptx.items()) or "no PTX"
-    return f"{cubins}; {ptx}"
-
-
 @dataclass(slots=True)
 class _Served:
     """What one extension can run on, for the binary.archs summary."""
 
     dist: str
-    fatbin: FatbinInfo | None = None
+    impl: str
+    fatbin: FatbinInfo
     jit: list[str] = field(default_factory=list)  # targets served only by JIT-compiling PTX
 
     def line(self, rel: str) -> str:
         fb = self.fatbin
-        if fb is None or not fb.present:
+        if not fb.present:
             return f"{rel}: no embedded GPU code (no .nv_fatbin section)"
         runs = ", ".join(sorted({_serves(a) for a in fb.archs})) or "nothing"
         jit = f"; only by JIT on {', '.join(self.jit)}" if self.jit else ""
@@ -107,8 +102,8 @@ class _Served:
 
     def to_dict(self) -> dict[str, object]:
         fb = self.fatbin
-        out: dict[str, object] = {"distribution": self.dist, "fatbin": bool(fb and fb.present)}
-        if fb is not None and fb.present:
+        out: dict[str, object] = {"distribution": self.dist, "fatbin": fb.present}
+        if fb.present:
             out.update(
                 cubins=dict(fb.cubins),
                 ptx=dict(fb.ptx),
@@ -128,7 +123,6 @@ class _Check:
         self.deadline = time.monotonic() + BUDGET_SECONDS
         self.findings: list[Finding] = []
         self.served: dict[str, _Served] = {}
-        self.extensions: dict[str, Extension] = {}
         self.skipped: list[str] = []
 
     def fail(
@@ -153,8 +147,10 @@ class _Check:
 
     def kernels(self, ext: Extension, fb: FatbinInfo, cudart: int | None) -> None:
         name = os.path.basename(ext.path)
-        row = self.served[ext.relpath] = _Served(ext.dist, fb)
+        row = self.served[ext.relpath] = _Served(ext.dist, ext.impl, fb)
         driver = _version(self.facts.gpus.cuda_driver_version or "")
+        cubin_list = ", ".join(f"{n} x{c}" for n, c in fb.cubins.items()) or "no cubins"
+        ptx_list = ", ".join(f"{n} x{c}" for n, c in fb.ptx.items()) or "no PTX"
         by_capability: dict[tuple[int, int], list[str]] = {}
         for label, capability in self.targets:  # eight H200s make one finding, not eight
             by_capability.setdefault(capability, []).append(label)
@@ -176,8 +172,8 @@ class _Check:
                 "binary.no_kernel_image",
                 ext,
                 f"{name} has no GPU code for compute capability {cap} ({', '.join(labels)})",
-                f"{ext.relpath} ({ext.dist}) carries {_listing(fb)}: {why}, so its first kernel launch fails with "
-                f"'CUDA error: no kernel image is available for execution on the device' on {', '.join(labels)}.",
+                f"{ext.relpath} ({ext.dist}) carries {cubin_list}; {ptx_list}: {why}, so its first kernel launch fails "
+                f"with 'CUDA error: no kernel image is available for execution on the device' on {', '.join(labels)}.",
                 {"targets": labels, "capability": cap, "cubins": dict(fb.cubins), "ptx": dict(fb.ptx)},
                 self.arch_remedies(ext, capability),
             )
@@ -185,21 +181,19 @@ class _Check:
     def runtime(self, ext: Extension, elf: ElfInfo) -> int | None:
         libs = {m.group(1): int(m.group(2)) for n in elf.needed if (m := _RUNTIME.match(n))}
         cudart = libs.get("cudart")
-        torch_cuda = self.facts.torch_cuda
-        if torch_cuda is None or not libs:
+        torch, torch_cuda = self.facts.torch, self.facts.torch_cuda
+        if torch is None or torch_cuda is None or not libs:
             return cudart
-        wrong = {lib: major for lib, major in libs.items() if major != torch_cuda[0]}
-        if wrong:
+        if wrong := {lib: major for lib, major in libs.items() if major != torch_cuda[0]}:
             needed = ", ".join(f"lib{lib}.so.{major}" for lib, major in sorted(wrong.items()))
-            cuda = self.facts.torch.cuda if self.facts.torch else "?"
-            torch_v = self.facts.torch.version if self.facts.torch else "?"
+            cuda = torch.cuda
             self.fail(
                 "binary.cudart_mismatch",
                 ext,
                 f"{os.path.basename(ext.path)} is built for CUDA {next(iter(wrong.values()))}, torch for CUDA {cuda}",
-                f"{ext.relpath} ({ext.dist}) links {needed} but torch {torch_v} is built for CUDA {cuda}: the import "
-                f"fails with '{needed.split(', ')[0]}: cannot open shared object file', or two CUDA runtimes end up in "
-                "one process.",
+                f"{ext.relpath} ({ext.dist}) links {needed} but torch {torch.version} is built for CUDA {cuda}: the "
+                f"import fails with '{needed.split(', ')[0]}: cannot open shared object file', or two CUDA runtimes "
+                "end up in one process.",
                 {"needed": sorted(f"lib{k}.so.{v}" for k, v in libs.items()), "torch_cuda": cuda},
             )
         return cudart
@@ -211,16 +205,14 @@ class _Check:
         needed = elf.needs("GLIBC_")
         if needed and system.startswith("glibc "):
             have = _version(system)
-            too_new = [v for v in needed if _version(v) > have]
-            if too_new:
+            if too_new := [v for v in needed if _version(v) > have]:
                 top = max(too_new, key=_version)
                 users = sorted({s.name for s in elf.undefined if s.version in too_new})[:_SHOWN]
                 problems.append(
                     f"it needs {top} but the system has {system}" + (f" (for {', '.join(users)})" if users else "")
                 )
                 evidence.update(glibc_needed=top, glibc_system=system, symbols=users)
-        cxx = elf.needs("GLIBCXX_") + elf.needs("CXXABI_")
-        if cxx:
+        if cxx := elf.needs("GLIBCXX_") + elf.needs("CXXABI_"):
             dirs = library_dirs(
                 elf.runpath,
                 os.path.dirname(ext.path),
@@ -236,8 +228,7 @@ class _Check:
                 why = f"{path}: {lib.error or 'no version definitions'}" if lib else "libstdc++.so.6 not found"
                 self.skipped.append(f"{ext.relpath}: GLIBCXX needs not checked ({why})")
             else:
-                missing = [v for v in cxx if v not in set(lib.version_defs)]
-                if missing:
+                if missing := [v for v in cxx if v not in set(lib.version_defs)]:
                     top = max(missing, key=_version)
                     family = top.split("_", 1)[0] + "_"
                     have_top = max((v for v in lib.version_defs if v.startswith(family)), key=_version, default="none")
@@ -265,8 +256,7 @@ class _Check:
     def torch_symbols(self, ext: Extension, elf: ElfInfo) -> None:
         if self.facts.torch is None:
             return
-        wanted = sorted({s.name for s in elf.undefined if not s.weak and _TORCH_SYMBOL.match(s.name)})
-        if not wanted:
+        if not (wanted := sorted({s.name for s in elf.undefined if not s.weak and _TORCH_SYMBOL.match(s.name)})):
             return
         from fa_doctor.probes.elf import exported
 
@@ -278,12 +268,11 @@ class _Check:
             found |= result.found
             if result.error is not None:
                 unread.append(f"{os.path.basename(lib)} ({result.error})")
-        missing = [n for n in wanted if n not in found]
-        if missing and (unread or not libs):  # the symbols may live in what could not be read: say so, claim nothing
+        if not (missing := [n for n in wanted if n not in found]):
+            return
+        if unread or not libs:  # the symbols may live in what could not be read: say so, claim nothing
             where = "; ".join(unread) or f"no libraries in {self.facts.torch.location}/lib"
             self.skipped.append(f"{ext.relpath}: torch symbols not checked: {where}")
-            return
-        if not missing:
             return
         torch_v = self.facts.torch.version or "?"
         state = self.states.get(ext.impl)
@@ -303,7 +292,6 @@ class _Check:
         installed = [(k, s.dist) for k, s in self.states.items() if s.dist is not None]
         py = (self.facts.target.version[0], self.facts.target.version[1])
         for ext in find_extensions(installed, self.facts.target.sys_path, py):
-            self.extensions[ext.relpath] = ext
             if time.monotonic() > self.deadline:
                 self.skipped.append(f"{ext.relpath}: not inspected (the {BUDGET_SECONDS:.0f} s budget ran out)")
                 continue
@@ -321,7 +309,7 @@ class _Check:
             elif fb.present:
                 self.kernels(ext, fb, cudart)
             else:
-                self.served[ext.relpath] = _Served(ext.dist, fb)
+                self.served[ext.relpath] = _Served(ext.dist, ext.impl, fb)
             self.libc(ext, elf)
             self.torch_symbols(ext, elf)
         if self.served or self.skipped:
@@ -329,7 +317,7 @@ class _Check:
         return self.findings
 
     def summary(self) -> Finding:
-        jit = {row.dist: self.extensions[rel] for rel, row in self.served.items() if row.jit}
+        jit = {row.dist: row.impl for row in self.served.values() if row.jit}
         fixes: list[Remedy] = []
         if not self.targets:
             fixes.append(
@@ -339,15 +327,14 @@ class _Check:
                     ("fa-doctor", "check", "--gpu-arch", "sm_90,sm_100"),
                 )
             )
-        for dist, ext in jit.items():
-            for fix in remedies.reinstall(self.facts, ext.impl):
+        for dist, impl in jit.items():
+            for fix in remedies.reinstall(self.facts, impl):
                 text = f"{dist} has only PTX for some GPUs, JIT-compiled at the first call (slow). {fix.text}"
                 fixes.append(replace(fix, text=text))
-        severity = Severity.INFO if fixes else Severity.OK
         judged = ", ".join(t[0] for t in self.targets) or "no GPU and no --gpu-arch: nothing to judge against"
         return Finding(
             "binary.archs",
-            severity,
+            Severity.INFO if fixes else Severity.OK,
             "What the compiled FA extensions can run on",
             Lines([*(r.line(rel) for rel, r in self.served.items()), f"Judged against: {judged}", *self.skipped]),
             {

@@ -4,11 +4,10 @@ in released code: docs/fix.md, "Knob facts"."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from fa_doctor.catalog import knobs as catalog
 from fa_doctor.catalog import names, server_rules
-from fa_doctor.catalog.server_rules import VllmRules
 from fa_doctor.diagnose.checks.override import shown
 from fa_doctor.model.actions import SetEnv, UnsetEnv
 from fa_doctor.model.facts import Facts
@@ -119,46 +118,33 @@ def _either(values: tuple[int, ...]) -> str:
     return ", ".join(items[:-1]) + " or " + items[-1] if len(items) > 1 else "".join(items)
 
 
-def _vllm_rules(version: str) -> tuple[VllmRules | None, str]:
-    """The catalog's rules for this vLLM, else those of the newest release it holds (and a note saying so)."""
-    rules = server_rules.vllm(version)
-    if rules is not None:
-        return rules, ""
-    newest = server_rules.vllm_newest()
-    fallback = server_rules.vllm(newest) if newest else None
-    return fallback, (
-        f" (vLLM {version} is not in fa-doctor's catalog, generated {server_rules.generated_on()}: judged by "
-        f"{newest}, the newest release it holds; `pip install -U fa-doctor` brings a newer catalog)"
-        if fallback
-        else ""
-    )
-
-
 def _vllm_version(facts: Facts, value: str) -> list[Finding]:
     name = "VLLM_FLASH_ATTN_VERSION"
-    vllm = facts.scan.first(names.VLLM)
-    if vllm is None:
+    if (vllm := facts.scan.first(names.VLLM)) is None:
         make = _maker(name, value, _unset(name, "Unset it, or leave it for another environment."), vllm=None)
         return make("knob.ignored", Severity.INFO, f"{name} is set but vLLM is not installed here", "Nothing reads it.")
     v = vllm.version
-    rules, note = _vllm_rules(v)
+    rules, note = server_rules.vllm(v), ""
+    if rules is None:  # judged by the newest release the catalog holds, saying so
+        newest = server_rules.vllm_newest()
+        rules = server_rules.vllm(newest) if newest else None
+        note = (
+            f" (vLLM {v} is not in fa-doctor's catalog, generated {server_rules.generated_on()}: judged by "
+            f"{newest}, the newest release it holds; `pip install -U fa-doctor` brings a newer catalog)"
+        )
     if rules is None:
         return []
     if not rules.env:
         accepted = _either(rules.config) or "2 or 3"
         last = server_rules.vllm_last_reading()
+        other = value.strip().isdigit() and len(value) < 4 and int(value) not in rules.config
         make = _maker(name, value, _unset(name, f"Unset it and pass `{_FLAG}` ({accepted}) to vLLM."), vllm=v)
         return make(
             "knob.ignored",
             Severity.WARN,
             f"{name} is set but vLLM {v} does not read it",
             f"vLLM {last} was the last release to read it (a deprecated alias); later releases ignore it{note}. Pass "
-            f"`{_FLAG}` instead: it accepts {accepted}"
-            + (
-                f", not {value.strip()}."
-                if value.strip().isdigit() and len(value) < 4 and int(value) not in rules.config
-                else "."
-            ),
+            f"`{_FLAG}` instead: it accepts {accepted}" + (f", not {value.strip()}." if other else "."),
         )
     make = _maker(name, value, _unset(name, f"Unset it (vLLM picks for the GPU), or pass `{_FLAG}` instead."), vllm=v)
     try:
@@ -191,8 +177,7 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
             f"{name}=3 on Blackwell: vLLM uses FA2",
             f'vLLM {v} warns "Cannot use FA version 3 on Blackwell platform, defaulting to FA version 2".',
         )
-    runs = {m: rules.runs(number, m) for m in majors}
-    if str(number) in rules.unsupported and all(runs.values()):
+    if str(number) in rules.unsupported and all(rules.runs(number, m) for m in majors):
         return make(
             "knob.active",
             Severity.INFO,
@@ -219,8 +204,7 @@ def _vllm_version(facts: Facts, value: str) -> list[Finding]:
 def _fa4_arch(facts: Facts, value: str) -> list[Finding]:
     name = "FLASH_ATTENTION_ARCH"
     make = _maker(name, value, _unset(name, f"Unset {name}: FA4 picks the kernel path from the GPU."))
-    m = _FA4_ARCH.match(value)
-    if m is None:
+    if (m := _FA4_ARCH.match(value)) is None:
         return make(
             "knob.invalid",
             Severity.FAIL,
@@ -284,8 +268,7 @@ def _dsl_arch(facts: Facts, value: str) -> list[Finding]:
             expected=expected,
         )
     problems = {f"sm_{c[0]}{c[1]}": catalog.dsl_arch_runs_fa4(value, c) for c in facts.capabilities}
-    bad = {gpu: why for gpu, why in problems.items() if why}
-    if not bad:
+    if not (bad := {gpu: why for gpu, why in problems.items() if why}):
         return make(
             "knob.active",
             Severity.INFO,
@@ -337,7 +320,6 @@ def check_knobs(facts: Facts) -> list[Finding]:
     env = facts.env
     out = [f for name, read in _READERS.items() if name in env for f in read(facts, env[name])]
     out += _fa4_cache(env)
-    build = [name for name in ("FLASH_ATTENTION_FORCE_BUILD", "FLASH_ATTN_CUDA_ARCHS") if name in env]
     return out + [
         Finding(
             "knob.active",
@@ -346,33 +328,29 @@ def check_knobs(facts: Facts) -> list[Finding]:
             "It affects building flash-attn from source, not which FA version runs.",
             {"variable": name, "value": shown(env[name])},
         )
-        for name in build
+        for name in ("FLASH_ATTENTION_FORCE_BUILD", "FLASH_ATTN_CUDA_ARCHS")
+        if name in env
     ]
 
 
-def _fa4_cache(env: Mapping[str, str]) -> list[Finding]:
+def _fa4_cache(env: Mapping[str, str]) -> Iterator[Finding]:
     """FA4's compile cache folder: read only when the cache is on, then created at import."""
     folder = env.get(catalog.FA4_CACHE_DIR)
     enabled = env.get(catalog.FA4_CACHE_ENABLED) == catalog.FA4_CACHE_ENABLED_ON
     if folder is None:
-        return []
-    unset = Remedy(f"Unset {catalog.FA4_CACHE_DIR}.", actions=(UnsetEnv(catalog.FA4_CACHE_DIR),))
+        return
     evidence = {"variable": catalog.FA4_CACHE_DIR, "value": shown(folder, 200), "cache_enabled": enabled}
     if not enabled:
-        return [
-            Finding(
-                "knob.ignored",
-                Severity.INFO,
-                f"{catalog.FA4_CACHE_DIR} is set but FA4's compile cache is off",
-                f"FA4 reads the folder only when {catalog.FA4_CACHE_ENABLED}={catalog.FA4_CACHE_ENABLED_ON}; without "
-                "it every process compiles in memory.",
-                evidence,
-            )
-        ]
-    if folder and creatable(folder):
-        return []
-    return [
-        Finding(
+        yield Finding(
+            "knob.ignored",
+            Severity.INFO,
+            f"{catalog.FA4_CACHE_DIR} is set but FA4's compile cache is off",
+            f"FA4 reads the folder only when {catalog.FA4_CACHE_ENABLED}={catalog.FA4_CACHE_ENABLED_ON}; without "
+            "it every process compiles in memory.",
+            evidence,
+        )
+    elif not (folder and creatable(folder)):
+        yield Finding(
             "knob.invalid",
             Severity.FAIL,
             f"{catalog.FA4_CACHE_DIR} cannot be created or written",
@@ -384,10 +362,9 @@ def _fa4_cache(env: Mapping[str, str]) -> list[Finding]:
                     f"Point {catalog.FA4_CACHE_DIR} at a folder the server's user can write, or turn the cache off.",
                     actions=(UnsetEnv(catalog.FA4_CACHE_ENABLED),),
                 ),
-                unset,
+                Remedy(f"Unset {catalog.FA4_CACHE_DIR}.", actions=(UnsetEnv(catalog.FA4_CACHE_DIR),)),
             ),
         )
-    ]
 
 
 _READERS: dict[str, Callable[[Facts, str], list[Finding]]] = {

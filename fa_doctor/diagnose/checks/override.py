@@ -8,7 +8,7 @@ from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.diagnose.derive.pin import VALID, parse_override
 from fa_doctor.diagnose.derive.selection import implementation_for
 from fa_doctor.model.facts import Facts
-from fa_doctor.model.finding import Finding, Remedy, Severity
+from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.probes.environment import OVERRIDE
 
 _SGLANG_FLAG = {3: "--attention-backend fa3", 4: "--attention-backend fa4"}
@@ -43,8 +43,7 @@ def proven(facts: Facts, key: str | None) -> str:
         return "works here"
     impl = BY_KEY.get(key or "")
     if facts.gpu_arch and impl is not None:
-        other = [a for a in facts.gpu_arch if not impl.supports(divmod(int(a.removeprefix("sm_")), 10))]
-        if not other:
+        if not (other := [a for a in facts.gpu_arch if not impl.supports(divmod(int(a.removeprefix("sm_")), 10))]):
             return f"is supported on {', '.join(facts.gpu_arch)} (from --gpu-arch); no GPU here ran it"
         return (
             f"is not proven here: no GPU seen, and {impl.label} runs on {impl.capability_text}, not {', '.join(other)}"
@@ -67,7 +66,6 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
         version = parse_override(raw)
     except ValueError:
         assert raw is not None
-        good = best_valid(facts, states)
         return [
             Finding(
                 "override.invalid",
@@ -77,7 +75,7 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
                 "A launcher that passes it on ends in errors such as "
                 "`ValueError: Invalid version: self.fa_impl_ver=5`.",
                 {"variable": OVERRIDE, "value": shown(raw), "valid": list(VALID)},
-                (remedies.unset_override(good), remedies.auto_detect()),
+                (remedies.unset_override(best_valid(facts, states)), remedies.auto_detect()),
             )
         ], None
     if version is None:
@@ -103,10 +101,8 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
     }
     if problems or state is None:  # implementation_for gives no state only with a reason
         # Never the pinned version itself: best_valid returns only versions without problems.
-        fixes: list[Remedy] = [remedies.unset_override(best_valid(facts, states))]
-        if state is not None and (not state.importable):
-            fixes += remedies.reinstall(facts, state.impl.key)
-        fixes.append(remedies.auto_detect())
+        again = remedies.reinstall(facts, state.impl.key) if state is not None and not state.importable else ()
+        fixes = (remedies.unset_override(best_valid(facts, states)), *again, remedies.auto_detect())
         return [
             Finding(
                 "override.unavailable",
@@ -114,7 +110,7 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
                 f"{OVERRIDE}={version} cannot work here",
                 f"FA{version} is pinned, but: " + "; ".join(problems) + ". " + _relation(facts, version),
                 {**evidence, "reasons": problems},
-                tuple(fixes),
+                fixes,
             )
         ], version
     return [

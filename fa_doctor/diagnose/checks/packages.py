@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from fa_doctor.catalog import names
 from fa_doctor.catalog.families import FA_DISTRIBUTIONS, GUARDED_TOP_LEVEL, IMPLEMENTATIONS, family_of
 from fa_doctor.diagnose.checks import remedies
+from fa_doctor.diagnose.contain import collected
 from fa_doctor.diagnose.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
 from fa_doctor.diagnose.derive.requires import installed, name_of
 from fa_doctor.model.actions import Action, move_aside
@@ -26,20 +27,8 @@ _CHECKED_REQUIREMENTS: dict[str, tuple[str, ...] | None] = {
 }
 
 
-def _reinstall_for(facts: Facts, normalized: str) -> tuple[Remedy, ...]:
-    for impl in IMPLEMENTATIONS:
-        if normalized in impl.distributions:
-            return remedies.reinstall(facts, impl.key)
-    version = installed(facts, normalized)
-    if version is None:
-        return ()
-    text = f"(2) Reinstall {normalized} {version}, the same version, without touching its dependencies."
-    return (remedies.reinstall_same(text, f"{normalized}=={version}"),)
-
-
 def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
-    listing = {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in states.values() if s.dist}
-    if listing:
+    if listing := {s.impl.key: f"{s.dist.name} {s.dist.version}" for s in states.values() if s.dist}:
         head = Finding(
             "package.found",
             Severity.OK,
@@ -64,7 +53,7 @@ def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
 _TRACKED = (*names.SERVERS, *names.SGL_KERNELS, names.FLASH_ATTN, names.FLASH_ATTN_4)
 
 
-def freshness(facts: Facts) -> list[Finding]:
+def freshness(facts: Facts) -> Iterator[Finding]:
     """One info finding when an installed server, FA or kernel release is newer than every release fa-doctor's
     catalog holds: what fa-doctor knows ends at the catalog's date."""
     from packaging.version import InvalidVersion, Version
@@ -83,27 +72,25 @@ def freshness(facts: Facts) -> list[Finding]:
         except InvalidVersion:
             continue
     if not newer:
-        return []
+        return
     date = releases.GENERATED_ON
-    return [
-        Finding(
-            "package.newer_than_catalog",
-            Severity.INFO,
-            f"fa-doctor's knowledge of releases ends at {date}",
-            f"{'; '.join(newer)} {'is' if len(newer) == 1 else 'are'} newer than fa-doctor's catalog of releases "
-            f"(generated {date} from the package index and the released wheels). What it says about "
-            f"{'this release' if len(newer) == 1 else 'these releases'} comes from the installed files or the newest "
-            "release it knows, not from the released artifacts.",
-            {"catalog_generated_on": date, "newer": newer},
-            (
-                remedies.run(
-                    "Update fa-doctor (its catalog is part of the package), or regenerate the catalog from a checkout "
-                    "of fa-doctor: `python scripts/regen_catalog.py` (docs/catalog.md).",
-                    ("python", "-m", "pip", "install", "--upgrade", "fa-doctor"),
-                ),
+    yield Finding(
+        "package.newer_than_catalog",
+        Severity.INFO,
+        f"fa-doctor's knowledge of releases ends at {date}",
+        f"{'; '.join(newer)} {'is' if len(newer) == 1 else 'are'} newer than fa-doctor's catalog of releases "
+        f"(generated {date} from the package index and the released wheels). What it says about "
+        f"{'this release' if len(newer) == 1 else 'these releases'} comes from the installed files or the newest "
+        "release it knows, not from the released artifacts.",
+        {"catalog_generated_on": date, "newer": newer},
+        (
+            remedies.run(
+                "Update fa-doctor (its catalog is part of the package), or regenerate the catalog from a checkout "
+                "of fa-doctor: `python scripts/regen_catalog.py` (docs/catalog.md).",
+                ("python", "-m", "pip", "install", "--upgrade", "fa-doctor"),
             ),
-        )
-    ]
+        ),
+    )
 
 
 def conflicts(facts: Facts) -> list[Finding]:
@@ -113,99 +100,85 @@ def conflicts(facts: Facts) -> list[Finding]:
             top = rel.split("/", 1)[0]
             if top.split(".", 1)[0] in GUARDED_TOP_LEVEL and not rel.endswith(".pyc"):
                 owners[os.path.join(dist.location, rel)].append(f"{dist.name} {dist.version}")
-    shared = {path: dists for path, dists in owners.items() if len(set(dists)) > 1}
-    if not shared:
-        return []
     by_pair: dict[tuple[str, ...], list[str]] = defaultdict(list)
-    for path, dists in shared.items():
-        by_pair[tuple(sorted(set(dists)))].append(path)
-    out = []
-    for pair, paths in by_pair.items():
-        common = os.path.commonpath(paths) if len(paths) > 1 else paths[0]
-        out.append(
-            Finding(
-                "package.conflict",
-                Severity.FAIL,
-                f"{' and '.join(pair)} own the same files",
-                f"{len(paths)} file(s) under {common} belong to {len(pair)} distributions: whichever was installed "
-                "last overwrote the other's copy, and uninstalling either deletes files the other needs.",
-                {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
-                (remedies.planned(ReinstallOwners(tuple(pair))),),
-            )
+    for path, dists in owners.items():
+        if len(set(dists)) > 1:
+            by_pair[tuple(sorted(set(dists)))].append(path)
+    return [
+        Finding(
+            "package.conflict",
+            Severity.FAIL,
+            f"{' and '.join(pair)} own the same files",
+            f"{len(paths)} file(s) under {os.path.commonpath(paths) if len(paths) > 1 else paths[0]} belong to "
+            f"{len(pair)} distributions: whichever was installed last overwrote the other's copy, and uninstalling "
+            "either deletes files the other needs.",
+            {"distributions": list(pair), "files": sorted(paths)[:20], "count": len(paths)},
+            (remedies.planned(ReinstallOwners(pair)),),
         )
-    return out
+        for pair, paths in by_pair.items()
+    ]
 
 
-def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
-    out = []
+@collected
+def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> Iterator[Finding]:
     for state in states.values():
-        if not state.installed or state.dist is None:
+        if (dist := state.dist) is None:
             continue
-        dist = state.dist
         if state.broken:
-            out.append(
-                Finding(
-                    "package.broken",
-                    Severity.FAIL,
-                    f"{state.impl.label} is installed but broken",
-                    " ".join(state.broken),
-                    {
-                        "implementation": state.impl.key,
-                        "distribution": dist.name,
-                        "version": dist.version,
-                        "location": dist.location,
-                        "reasons": list(state.broken),
-                    },
-                    remedies.reinstall(facts, state.impl.key),
-                )
+            yield Finding(
+                "package.broken",
+                Severity.FAIL,
+                f"{state.impl.label} is installed but broken",
+                " ".join(state.broken),
+                {
+                    "implementation": state.impl.key,
+                    "distribution": dist.name,
+                    "version": dist.version,
+                    "location": dist.location,
+                    "reasons": list(state.broken),
+                },
+                remedies.reinstall(facts, state.impl.key),
             )
         if state.shadowed:
-            out.append(
-                Finding(
-                    "package.shadowed",
-                    Severity.FAIL,
-                    f"`import {state.spot.name}` does not load {dist.name}",
-                    state.shadowed
-                    + ". Something earlier on the search path (a source checkout in the working directory, "
-                    "PYTHONPATH, or another site directory) wins.",
-                    {
-                        "module": state.spot.name,
-                        "resolves_to": state.spot.origin,
-                        "distribution": dist.name,
-                        "installed_at": dist.location,
-                    },
-                    (
-                        remedies.run(
-                            "Run the server from outside the source checkout, or remove the earlier copy from the path "
-                            "(check PYTHONPATH and user site-packages).",
-                            ("printenv", "PYTHONPATH"),
-                        ),
-                        *remedies.reinstall(facts, state.impl.key),
+            yield Finding(
+                "package.shadowed",
+                Severity.FAIL,
+                f"`import {state.spot.name}` does not load {dist.name}",
+                state.shadowed + ". Something earlier on the search path (a source checkout in the working directory, "
+                "PYTHONPATH, or another site directory) wins.",
+                {
+                    "module": state.spot.name,
+                    "resolves_to": state.spot.origin,
+                    "distribution": dist.name,
+                    "installed_at": dist.location,
+                },
+                (
+                    remedies.run(
+                        "Run the server from outside the source checkout, or remove the earlier copy from the path "
+                        "(check PYTHONPATH and user site-packages).",
+                        ("printenv", "PYTHONPATH"),
                     ),
-                )
+                    *remedies.reinstall(facts, state.impl.key),
+                ),
             )
-    return out
 
 
-def unmanaged(facts: Facts, spots: Mapping[str, ModuleSpot]) -> list[Finding]:
+@collected
+def unmanaged(facts: Facts, spots: Mapping[str, ModuleSpot]) -> Iterator[Finding]:
     """FA import names that resolve to files no installed distribution owns (a checkout, a leftover)."""
-    out = []
     for name, spot in spots.items():
         origin = spot.origin
         if not spot.found or origin is None or any(_owns(d, name, origin) for d in facts.scan.distributions):
             continue
-        out.append(
-            Finding(
-                "package.unmanaged",
-                Severity.WARN,
-                f"`import {name}` loads files no installed distribution owns",
-                f"{name} resolves to {origin}, which no distribution's metadata lists: a source checkout, a "
-                "copied folder, or what an uninstall left behind. Its version cannot be known.",
-                {"module": name, "resolves_to": origin},
-                _move_stray(spot.name, spot.kind, origin, spot.search_locations, spot.entry),
-            )
+        yield Finding(
+            "package.unmanaged",
+            Severity.WARN,
+            f"`import {name}` loads files no installed distribution owns",
+            f"{name} resolves to {origin}, which no distribution's metadata lists: a source checkout, a "
+            "copied folder, or what an uninstall left behind. Its version cannot be known.",
+            {"module": name, "resolves_to": origin},
+            _move_stray(spot.name, spot.kind, origin, spot.search_locations, spot.entry),
         )
-    return out
 
 
 def _owns(dist: Distribution, name: str, origin: str) -> bool:
@@ -230,38 +203,35 @@ def _move_stray(name: str, kind: str, origin: str, search: tuple[str, ...], entr
     return (Remedy(text + "you want.", actions=(action,)),)
 
 
-def duplicates(facts: Facts) -> list[Finding]:
+@collected
+def duplicates(facts: Facts) -> Iterator[Finding]:
     seen: dict[str, list[str]] = defaultdict(list)
     for dist in facts.scan.distributions:
         seen[dist.normalized].append(f"{dist.version} at {dist.location}")
-    out = []
     for name, where in seen.items():
         if len(where) > 1 and (name in FA_DISTRIBUTIONS or family_of(name) != "other"):
-            out.append(
-                Finding(
-                    "package.duplicate",
-                    Severity.WARN,
-                    f"{name} is installed {len(where)} times",
-                    f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
-                    "shadowed and confuse pip.",
-                    {"distribution": name, "copies": where},
-                    (*_move_shadowed(facts, name),),
-                )
+            yield Finding(
+                "package.duplicate",
+                Severity.WARN,
+                f"{name} is installed {len(where)} times",
+                f"Only the first on the search path is used: {where[0]}; the others ({'; '.join(where[1:])}) are "
+                "shadowed and confuse pip.",
+                {"distribution": name, "copies": where},
+                _move_shadowed(facts, name),
             )
-    return out
 
 
-def requirements(facts: Facts) -> list[Finding]:
-    out = []
+@collected
+def requirements(facts: Facts) -> Iterator[Finding]:
     for dist in facts.scan.distributions:
         if dist.normalized not in _CHECKED_REQUIREMENTS or facts.scan.first(dist.normalized) is not dist:
             continue
-        unmet = unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])
-        if not unmet:
+        if not (unmet := unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])):
             continue
         torch_pin = any(name_of(r) == "torch" for r, _ in unmet)
         missing = any(have == "not installed" for _, have in unmet)
-        severity = Severity.FAIL if missing or torch_pin else Severity.WARN
+        # The FA package behind the distribution, reinstalled (a server's own reinstall is not the remedy).
+        key = next((i.key for i in IMPLEMENTATIONS if dist.normalized in i.distributions), None)
         # torch first: a pin on another torch decides what can be done about everything else.
         ordered = sorted(unmet, key=lambda u: name_of(u[0]) != names.TORCH)
         detail = "; ".join(f"requires {r}, found {have}" for r, have in ordered)
@@ -270,24 +240,21 @@ def requirements(facts: Facts) -> list[Finding]:
                 ". Its compiled kernels link against that torch's C++ symbols: with another torch, import fails "
                 "with `undefined symbol`"
             )
-        out.append(
-            Finding(
-                "package.requirement",
-                severity,
-                f"{dist.name} {dist.version}: requirements not met",
-                detail + ".",
-                {
-                    "distribution": dist.name,
-                    "version": dist.version,
-                    "unmet": [{"requirement": r, "found": h} for r, h in unmet],
-                },
-                (
-                    remedies.planned(Satisfy(dist.name, tuple(unmet))),
-                    *(() if dist.normalized in names.SERVERS else _reinstall_for(facts, dist.normalized)),
-                ),
-            )
+        yield Finding(
+            "package.requirement",
+            Severity.FAIL if missing or torch_pin else Severity.WARN,
+            f"{dist.name} {dist.version}: requirements not met",
+            detail + ".",
+            {
+                "distribution": dist.name,
+                "version": dist.version,
+                "unmet": [{"requirement": r, "found": h} for r, h in unmet],
+            },
+            (
+                remedies.planned(Satisfy(dist.name, tuple(unmet))),
+                *(remedies.reinstall(facts, key) if key and dist.normalized not in names.SERVERS else ()),
+            ),
         )
-    return out
 
 
 def _move_shadowed(facts: Facts, name: str) -> tuple[Remedy, ...]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from fa_doctor.model.actions import Action, RunCommand, UnsetEnv
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
-from fa_doctor.model.intents import Install, Intent, Override, ReinstallSame
+from fa_doctor.model.intents import Install, Intent, Override
 from fa_doctor.probes.environment import OVERRIDE
 
 
@@ -30,10 +30,6 @@ def reinstall_first(key: str) -> Remedy:
     return planned(Install(key, first=True))
 
 
-def reinstall_same(text: str, *specs: str) -> Remedy:
-    return planned(ReinstallSame(tuple(specs), text))
-
-
 def pinned(facts: Facts) -> bool:
     """Whether anything pins the choice: the override variable or a backend flag."""
     return OVERRIDE in facts.env or facts.flags.any
@@ -46,12 +42,9 @@ def unset_override(valid: int | None = None) -> Remedy:
 
 def auto_detect(facts: Facts | None = None) -> Remedy:
     """Remedy (3); callers offer it only when `pinned(facts)`."""
-    actions: list[Action] = []
-    if facts is None or OVERRIDE in facts.env:
-        actions.append(UnsetEnv(OVERRIDE))
-    actions.append(RunCommand(("fa-doctor", "check")))
+    unset: tuple[Action, ...] = (UnsetEnv(OVERRIDE),) if facts is None or OVERRIDE in facts.env else ()
     return Remedy(
         f"(3) Remove the pin and let auto-detection choose: drop {OVERRIDE} and any "
         "--attention-backend fa3|fa4 from the launch command; `fa-doctor check` then shows what runs.",
-        actions=tuple(actions),
+        actions=(*unset, RunCommand(("fa-doctor", "check"))),
     )

@@ -9,23 +9,12 @@ from fa_doctor.catalog.names import MODULE_OWNERS
 from fa_doctor.diagnose.derive.requires import installed, name_of, requires, server
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
-from fa_doctor.model.install import Distribution
 from fa_doctor.model.intents import Install, Satisfy
 
 
 def distribution_for_module(module: str) -> str:
     top = module.split(".", 1)[0]
     return MODULE_OWNERS.get(top, normalize(top))
-
-
-def who_requires(facts: Facts, module: str) -> Distribution | None:
-    """The installed distribution (server first) that requires the distribution providing `module`."""
-    want = normalize(distribution_for_module(module))
-    ordered = [d for d in (server(facts),) if d] + list(facts.scan.distributions)
-    for dist in ordered:
-        if requires(facts, dist, want) is not None:
-            return dist
-    return None
 
 
 def for_problem(facts: Facts, key: str, problem: object) -> tuple[Remedy, ...]:
@@ -37,7 +26,9 @@ def for_problem(facts: Facts, key: str, problem: object) -> tuple[Remedy, ...]:
     module = str(evidence.get("module", "")) if getattr(problem, "cause", None) == "module_missing" else ""
     if module and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,200}", module):
         provider = distribution_for_module(module)
-        owner = who_requires(facts, module)
+        # The installed distribution (server first) that requires the provider.
+        ordered = (*filter(None, [server(facts)]), *facts.scan.distributions)
+        owner = next((d for d in ordered if requires(facts, d, provider) is not None), None)
         if owner is not None and provider not in FA_DISTRIBUTIONS and installed(facts, provider) is None:
             # Only the requirement behind the missing module: the smoke test failed on it, and an install of
             # everything the server lacks is package.requirement's remedy (it may need another torch).

@@ -51,12 +51,10 @@ def inside(path: str, roots: Iterable[str]) -> bool:
 
 
 def missing_files(dist: Distribution) -> list[str]:
-    if not dist.files:
-        return []
     skip = (".pyc", "RECORD.jws", "RECORD.p7s")
     return [
         rel
-        for rel in dist.files
+        for rel in dist.files or ()
         if not (rel.endswith(skip) or rel.startswith(("..", "/")) or "__pycache__" in rel)
         and not os.path.lexists(os.path.join(dist.location, rel))
     ]
@@ -102,8 +100,7 @@ def unmet_requirements(dist: Distribution, facts: Facts, only: Iterable[str] | N
         name = normalize(req.name)
         if wanted is not None and name not in wanted:
             continue
-        have = facts.scan.index.get(name)
-        if have is None:
+        if (have := facts.scan.index.get(name)) is None:
             out.append((str(req), "not installed"))
         elif requirements.contains(req.specifier, have) is False:  # None: not a version or specifier, say nothing
             out.append((str(req), f"{name} {have}"))
@@ -114,17 +111,16 @@ def _cute_runtime_problems(facts: Facts) -> list[str]:
     """FA4 needs the CuTe DSL: from DSL 4.6.0 on `cutlass` comes from the libs-core split package via a .pth file
     (before, from the metapackage's own wheel: catalog.ecosystem says which versions have which parts)."""
     out: list[str] = []
-    py = facts.target.version[:2]
+    py = facts.target.version
     path = facts.target.sys_path
     dsl = facts.scan.first(names.CUTLASS_DSL)
     split = dsl is None or not ecosystem.known(names.DSL_CORE) or ecosystem.exists(names.DSL_CORE, dsl.version)
-    if facts.scan.first(names.DSL_CORE) and not facts.scan.named(names.DSL_CU12, names.DSL_CU13):
+    core = facts.scan.first(names.DSL_CORE)
+    if core and not facts.scan.named(names.DSL_CU12, names.DSL_CU13):
         # The metapackage pulls libs-cu12 (and libs-cu13 with [cu13]): one of them must be there.
         out.append(f"neither {names.DSL_CU12} nor -libs-cu13 is installed: the CuTe DSL has no CUDA runtime")
-    cute = resolve("cutlass.cute", path, (py[0], py[1]))
-    if cute.found:
+    if resolve("cutlass.cute", path, (py[0], py[1])).found:
         return out
-    core = facts.scan.first(names.DSL_CORE)
     dsl_dirs = [
         os.path.join(d.location, "nvidia_cutlass_dsl", "dsl_packages")
         for d in facts.scan.named(names.DSL_CORE, names.DSL_BASE)
@@ -159,11 +155,9 @@ def _assess(impl: Implementation, facts: Facts) -> ImplState:
     if dist is not None:
         if dist.problem:
             broken.append(f"{dist.name}: {dist.problem} ({dist.metadata_dir})")
-        gone = missing_files(dist)
-        if gone:
-            shown = ", ".join(gone[:_MAX_LISTED]) + (
-                f" and {len(gone) - _MAX_LISTED} more" if len(gone) > _MAX_LISTED else ""
-            )
+        if gone := missing_files(dist):
+            more = f" and {len(gone) - _MAX_LISTED} more" if len(gone) > _MAX_LISTED else ""
+            shown = ", ".join(gone[:_MAX_LISTED]) + more
             broken.append(f"{dist.name} {dist.version}: {len(gone)} file(s) listed in RECORD are missing: {shown}")
         if not spot.found:
             broken.append(
@@ -190,14 +184,8 @@ def _assess(impl: Implementation, facts: Facts) -> ImplState:
             broken.append("compiled module flash_attn_3._C (or flash_attn_3_cuda) is missing")
     if impl.version == 4 and (dist is not None or impl is FA4_SGLANG):
         broken += _cute_runtime_problems(facts)
-    return ImplState(
-        impl,
-        dist if impl is not FA4_SGLANG else facts.scan.first("sglang"),
-        spot,
-        tuple(broken),
-        shadowed,
-        tuple(gpu_reasons(impl, facts)),
-    )
+    owner = dist if impl is not FA4_SGLANG else facts.scan.first("sglang")
+    return ImplState(impl, owner, spot, tuple(broken), shadowed, tuple(gpu_reasons(impl, facts)))
 
 
 def gpu_reasons(impl: Implementation, facts: Facts) -> list[str]:

@@ -46,17 +46,14 @@ def applies(facts: Facts, text: str) -> bool:
     from fa_doctor.diagnose.derive.inventory import marker_env
 
     req = requirements.parse(text)
-    if req is None:
-        return False
-    return requirements.applies(req, marker_env(facts)) is True
+    return req is not None and requirements.applies(req, marker_env(facts)) is True
 
 
 def requires(facts: Facts, dist: Distribution, name: str) -> str | None:
     """`dist`'s requirement on `name` for this environment, well formed, or None."""
     want = normalize(name)
     for text in dist.requires:
-        head = text.split(";", 1)[0].split("[", 1)[0]
-        m = re.match(r"\s*([A-Za-z0-9._-]+)", head)
+        m = re.match(r"\s*([A-Za-z0-9._-]+)", text)  # the name: what precedes [extras], a specifier or ;
         if m and normalize(m.group(1)) == want and applies(facts, text):
             return requirement(text)
     return None

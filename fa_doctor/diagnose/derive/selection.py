@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from fa_doctor.catalog import names, server_rules
 from fa_doctor.catalog.server_rules import PHASES, DefaultRule
@@ -38,15 +37,8 @@ class PhaseChoice:
     problems: tuple[str, ...] = ()  # every reason it cannot run here
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "phase": self.phase,
-            "backend": self.backend,
-            "fa_version": self.version,
-            "implementation": self.implementation,
-            "source": self.source,
-            "why": self.why,
-            "problems": list(self.problems),
-        }
+        out = {("fa_version" if f.name == "version" else f.name): getattr(self, f.name) for f in fields(self)}
+        return {**out, "problems": list(self.problems)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +55,10 @@ class Selection:
         return self.prefill, self.decode
 
     def to_dict(self) -> dict[str, object]:
-        versions = {p.version for p in self.phases}
-        return {
-            "fa_version": versions.pop() if len(versions) == 1 else None,
-            "prefill": self.prefill.to_dict(),
-            "decode": self.decode.to_dict(),
-            "sglang_default_backend": self.sglang_default,
-            "sglang_default_why": self.sglang_default_why,
-            "catalog_generated_on": self.catalog_date,
-            "sglang_rules": self.sglang_rules,
-        }
+        keys = {"sglang_default": "sglang_default_backend", "catalog_date": "catalog_generated_on"}
+        out = {keys.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
+        fa_version = self.prefill.version if self.prefill.version == self.decode.version else None
+        return {"fa_version": fa_version, **out, "prefill": self.prefill.to_dict(), "decode": self.decode.to_dict()}
 
 
 def _refusals(
@@ -88,22 +74,19 @@ def _refusals(
     stops: list[str] = []
     some: list[str] = []
     gates: list[str] = []
-    phases = (phase,) if phase else PHASES
-    seen: set[str] = set()
-    for ph in phases:
+    for ph in (phase,) if phase else PHASES:
         for refusal in rules.refusals_for(ph, backend, flag):
             what = f"`{refusal.where} {backend}`" if refusal.where.startswith("--") else f"{backend} for {ph}"
             text = f"SGLang {sgl.version} raises {refusal.text} with {what}"
             if refusal.models != "any":
                 text = f"for {'MLA' if refusal.models == 'mla' else 'non-MLA (MHA)'} models, {text}"
-            if text not in seen:
-                seen.add(text)
-                (stops if refusal.models == "any" else some).append(text)
+            listed = stops if refusal.models == "any" else some
+            if text not in listed:
+                listed.append(text)
     gate = rules.gate(backend)
     for major in sorted({c[0] for c in facts.capabilities}) if gate else ():
         assert gate is not None
-        admits = gate.admits(major)
-        if admits is None:
+        if (admits := gate.admits(major)) is None:
             gates.append(
                 f"SGLang {sgl.version} refuses {backend} on sm_{major}x at start-up: `{gate.error}` ({gate.file})"
             )
@@ -124,19 +107,15 @@ def implementation_for(
 def _implementation(
     version: int, facts: Facts, states: dict[str, ImplState], phase: str | None, flag: str | None
 ) -> tuple[ImplState | None, list[str], list[str]]:
-    sgl = facts.sglang
-    if sgl is not None:
+    if (sgl := facts.sglang) is not None:
         if version not in sgl.accepted_versions:
             names_ = " and ".join(f"fa{v}" for v in sorted(sgl.accepted_versions))
-            return (
-                None,
-                [
-                    f"SGLang {sgl.version} has no fa{version} backend (its FlashAttention backends: {names_}): "
-                    f"`--attention-backend fa{version}` stops it at start-up with `invalid choice: 'fa{version}'`"
-                    + ("; FA2 is only a fallback inside its FA3 path" if version == 2 else "")
-                ],
-                [],
+            fa2 = "; FA2 is only a fallback inside its FA3 path" if version == 2 else ""
+            why = (
+                f"SGLang {sgl.version} has no fa{version} backend (its FlashAttention backends: {names_}): "
+                f"`--attention-backend fa{version}` stops it at start-up with `invalid choice: 'fa{version}'`{fa2}"
             )
+            return None, [why], []
         stops, some, gates = _refusals(facts, version, phase, flag)
         reasons: list[str] = []
         if version == 3:
@@ -145,8 +124,7 @@ def _implementation(
             switch = sgl.rules.fa4_switch if sgl.rules else None
             pip = switch is not None and facts.env.get(switch[0]) == switch[1]
             state = states["fa4-sglang"] if sgl.fa4_vendored and not pip else states["fa4"]
-            kernel = states["fa3-sgl"]
-            if not kernel.installed:
+            if not states["fa3-sgl"].installed:
                 reasons.append(
                     "SGLang imports sgl_kernel (merge_state_v2) even for FA4, "
                     f"and {names.SGLANG_KERNEL} is not installed"
@@ -169,8 +147,7 @@ def _implementation(
         return state, [*state.problems(), *stops, *reasons], some
     # The first usable candidate, else the first installed one (its problems say why), else the first.
     candidates = [states[k] for k in {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])]
-    ranked = sorted(candidates, key=lambda s: (not s.usable, not s.installed))
-    if not ranked:
+    if not (ranked := sorted(candidates, key=lambda s: (not s.usable, not s.installed))):
         return None, [f"there is no FA{version}"], []
     return ranked[0], ranked[0].problems(), []
 
@@ -214,14 +191,15 @@ def sglang_default(facts: Facts) -> tuple[str | None, str]:
         "flashinfer": have_fi and (switch is None or switch.lower() in ("true", "1")),
     }
     notes = ""
+    no_fi = f" (SGLANG_IS_FLASHINFER_AVAILABLE={switch})" if have_fi else " (flashinfer is not installed)"
     for rule in default:
         known = [c for c in rule.conditions if c.lstrip("!") not in _MODEL_ATOMS]
         model = [c for c in rule.conditions if c.lstrip("!") in _MODEL_ATOMS]
         if not all(atoms.get(c.lstrip("!"), False) != c.startswith("!") for c in known):
             continue  # an unknown condition counts as not met
-        said = [_said(c, archs) for c in model]
+        said = [_MODEL_ATOMS[c.lstrip("!")][1:][c.startswith("!")].format(archs=archs) for c in model]
         if all(_MODEL_ATOMS[c.lstrip("!")][0] != c.startswith("!") for c in model):
-            why = _default_why(rule.backend, rule.conditions, atoms, switch, have_fi, first)
+            why = _default_why(rule, first, "" if atoms["flashinfer"] else no_fi)
             if said and rule.backend in FA_BACKENDS:
                 why += f" (only if {' and '.join(said)}: fa-doctor does not know the model)"
             return rule.backend, why + notes
@@ -230,36 +208,18 @@ def sglang_default(facts: Facts) -> tuple[str | None, str]:
     return "triton", "no branch of SGLang's rule matched"
 
 
-def _said(condition: str, archs: str) -> str:
-    _, holds, fails = _MODEL_ATOMS[condition.lstrip("!")]
-    return (fails if condition.startswith("!") else holds).format(archs=archs)
-
-
-def _default_why(
-    backend: str,
-    conditions: tuple[str, ...],
-    atoms: Mapping[str, bool],
-    switch: str | None,
-    have_fi: bool,
-    first: tuple[int, int],
-) -> str:
-    major, minor = first
-    if "hopper" in conditions:
-        return f"Hopper (sm_{major}{minor}) with torch CUDA >= 12.3"
-    if "sm100" in conditions:
-        return f"SM100 (sm_{major}{minor}) with torch CUDA >= 12.8"
-    if "blackwell" in conditions:
-        return f"Blackwell (sm_{major}{minor})"
-    if major == 9:
-        gpu = f"sm_{major}{minor} without torch CUDA >= 12.3"
-    elif major == 10:
-        gpu = f"sm_{major}{minor} without torch CUDA >= 12.8"
-    else:
-        gpu = f"sm_{major}{minor}: neither Hopper nor SM100"
-    note = ""
-    if backend != "flashinfer" and not atoms.get("flashinfer"):
-        note = " (flashinfer is not installed)" if not have_fi else f" (SGLANG_IS_FLASHINFER_AVAILABLE={switch})"
-    return f"{gpu}, so {backend}{note}"
+def _default_why(rule: DefaultRule, first: tuple[int, int], no_fi: str) -> str:
+    """Why the rule's branch holds on GPU 0; `no_fi`: why flashinfer is out, said where the branch is not it."""
+    sm = f"sm_{first[0]}{first[1]}"
+    if "hopper" in rule.conditions:
+        return f"Hopper ({sm}) with torch CUDA >= 12.3"
+    if "sm100" in rule.conditions:
+        return f"SM100 ({sm}) with torch CUDA >= 12.8"
+    if "blackwell" in rule.conditions:
+        return f"Blackwell ({sm})"
+    gpu = {9: f"{sm} without torch CUDA >= 12.3", 10: f"{sm} without torch CUDA >= 12.8"}.get(first[0])
+    note = "" if rule.backend == "flashinfer" else no_fi
+    return f"{gpu or sm + ': neither Hopper nor SM100'}, so {rule.backend}{note}"
 
 
 def rejected_backend(name: str, flag: str, facts: Facts) -> str | None:
@@ -307,19 +267,12 @@ def _fa_choice(
 
 
 def _phase(
-    phase: str,
-    backend: str | None,
-    source: str,
-    why: str,
-    facts: Facts,
-    states: dict[str, ImplState],
-    flag: str | None = None,
+    phase: str, backend: str | None, source: str, why: str, facts: Facts, states: dict[str, ImplState], flag: str | None
 ) -> PhaseChoice:
     """One phase's choice; `flag` is the option that named the backend (SGLang checks only those names)."""
     if backend is None:
         return PhaseChoice(phase, None, None, None, "none", why)
-    version = FA_BACKENDS.get(backend)
-    if version is None:
+    if (version := FA_BACKENDS.get(backend)) is None:
         rejected = (_missing_flag(flag, facts) or rejected_backend(backend, flag, facts)) if flag else None
         if rejected:
             return PhaseChoice(phase, backend, None, None, source, why, (rejected,))
@@ -337,8 +290,7 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
             why = f"SGLANG_FLASHATTENTION_VERSION={override} pins FA{override}"
             name = f"fa{override}" if facts.sglang and override in FA_BACKENDS.values() else None
             phases.append(_fa_choice(phase, override, name, "override", why, facts, states, None))
-        elif flag or flags.attention:
-            chosen = flag or flags.attention
+        elif chosen := flag or flags.attention:
             which = f"--{phase}-attention-backend" if flag else "--attention-backend"
             phases.append(_phase(phase, chosen, "flag", f"{which} {chosen}", facts, states, which))
         elif facts.sglang is not None:
@@ -347,7 +299,7 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
                 if flags.any
                 else f"SGLang's default: {default_why}"
             )
-            phases.append(_phase(phase, default, "sglang-default", why, facts, states))
+            phases.append(_phase(phase, default, "sglang-default", why, facts, states, None))
         else:
             phases.append(_auto(phase, facts, states))
     return Selection(phases[0], phases[1], default, default_why, *_knowledge(facts))
@@ -356,8 +308,7 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
 def _knowledge(facts: Facts) -> tuple[str, str]:
     """(the catalog's date, where the installed SGLang's rules were read)."""
     date = server_rules.generated_on()
-    sgl = facts.sglang
-    if sgl is None:
+    if (sgl := facts.sglang) is None:
         return date, ""
     if sgl.source == "catalog" and sgl.rules is not None:
         wheel = sgl.rules.wheel.split(" ", 1)[0]
@@ -368,8 +319,7 @@ def _knowledge(facts: Facts) -> tuple[str, str]:
 def _auto(phase: str, facts: Facts, states: dict[str, ImplState]) -> PhaseChoice:
     """Without SGLang: the newest FA whose install is healthy and supports the GPU (transformers' rule)."""
     own = [s for s in states.values() if s.impl.key not in ("fa4-sglang", "vllm-fa")]
-    best = max((s for s in own if s.usable), key=lambda s: s.impl.version, default=None)
-    if best is not None:
+    if (best := max((s for s in own if s.usable), key=lambda s: s.impl.version, default=None)) is not None:
         note = "" if facts.capabilities else " (no GPU visible to check it against)"
         why = f"auto-detection: the newest healthy FA installed is {best.impl.label}{note}"
         return PhaseChoice(phase, None, best.impl.version, best.impl.key, "auto", why)

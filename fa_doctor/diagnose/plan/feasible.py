@@ -109,18 +109,15 @@ def _install(
     for req in pip.requirements:
         if req != own and (not (_REQ.match(req) or _URL_REQ.match(req)) or "file:" in req):
             return f"{req!r} is not a package name or an https URL (pip would read it from the working directory)"
-    if own is None and any(o.split("=", 1)[0] in _BUILDS for o in pip.options):
-        why = _build(ground)
-        if why:
-            return why
+    if own is None and any(o.split("=", 1)[0] in _BUILDS for o in pip.options) and (why := _build(ground)):
+        return why
     torch = ground.torch
-    names_torch = any(_name(r) == names.TORCH for r in pip.requirements)
     no_deps = "--no-deps" in pip.options
     if torch_move:
         if torch is not None and not allow_torch_change:
             return f"it replaces torch {torch}; fa-doctor does that only with --allow-torch-change"
         return None
-    if names_torch:
+    if any(_name(r) == names.TORCH for r in pip.requirements):
         if torch is not None:
             return f"it would replace torch {torch}, and it is not a repair marked as moving torch"
         return None  # no torch to change: installing the one the server declares is the repair
@@ -138,9 +135,7 @@ def _install(
         return None  # pip installs exactly the named requirements, none of them torch: torch cannot move
     wanted = f"{names.TORCH}=={torch}"
     held = [c.replace(" ", "") for c in pip.constraints if _name(c) == names.TORCH]
-    if wanted not in held:
-        return f"it does not hold torch at {torch} (no {wanted} constraint)"
-    return None
+    return f"it does not hold torch at {torch} (no {wanted} constraint)" if wanted not in held else None
 
 
 def _uninstall(action: PipUninstall, ground: Ground) -> str | None:
@@ -168,18 +163,11 @@ def _move(action: MovePath, ground: Ground) -> str | None:
     return None
 
 
-# ---- the ground, from a check's facts or from the distributions on the path ----------------------------------
-
-
 def protected_names(servers: Iterable[Distribution]) -> frozenset[str]:
     """torch, and every name an installed server pins with `==` (markers are not judged: a pin under any marker
     is kept)."""
-    out = {names.TORCH}
-    for text in (r for server in servers for r in server.requires):
-        match = _PIN.match(text.split(";", 1)[0])
-        if match:
-            out.add(normalize(match.group(1)))
-    return frozenset(out)
+    pins = (_PIN.match(text.split(";", 1)[0]) for server in servers for text in server.requires)
+    return frozenset({names.TORCH, *(normalize(m.group(1)) for m in pins if m)})
 
 
 def owned_paths(dist: Distribution) -> tuple[tuple[str, str], ...]:

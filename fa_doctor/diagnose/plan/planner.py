@@ -25,11 +25,8 @@ def plan(findings: Iterable[Finding], facts: Facts | None, target: tuple[str, ..
     ground = feasible.ground_of(facts) if facts is not None else None
     out = []
     for finding in findings:
-        remedies: list[Remedy] = []
-        for remedy in finding.remedies:
-            expanded = expand(remedy, facts) if remedy.intent is not None else (remedy,)
-            remedies += [mark(_for_target(r, target), ground) for r in expanded]
-        out.append(replace(finding, remedies=tuple(unique(remedies))))
+        expanded = (r for x in finding.remedies for r in (expand(x, facts) if x.intent is not None else (x,)))
+        out.append(replace(finding, remedies=tuple(unique([mark(_for_target(r, target), ground) for r in expanded]))))
     return out
 
 
@@ -67,7 +64,16 @@ def expand(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
     if isinstance(intent, I.Override):
         return override_remedies(facts, intent.valid)
     if facts is None:
-        return (_check_first(remedy, intent),)
+        what = intent.implementation if isinstance(intent, I.Install) else "the package"
+        return (
+            Remedy(
+                (remedy.text + " " if remedy.text else "")
+                + f"The exact install for {what} depends on the torch and server of the environment that runs it: "
+                "`fa-doctor check --python PATH` (that environment's interpreter) prints it, with torch and the "
+                "server's pins held.",
+                actions=(RunCommand(("fa-doctor", "check", "--python", "PATH")),),
+            ),
+        )
     try:
         planned = _expand(intent, facts)
     except Unheld as exc:
@@ -116,17 +122,6 @@ def override_remedies(facts: Facts | None, valid: int | None) -> tuple[Remedy, .
     )
 
 
-def _check_first(remedy: Remedy, intent: I.Intent) -> Remedy:
-    what = intent.implementation if isinstance(intent, I.Install) else "the package"
-    return Remedy(
-        (remedy.text + " " if remedy.text else "")
-        + f"The exact install for {what} depends on the torch and server of the environment that runs it: "
-        "`fa-doctor check --python PATH` (that environment's interpreter) prints it, with torch and the server's "
-        "pins held.",
-        actions=(RunCommand(("fa-doctor", "check", "--python", "PATH")),),
-    )
-
-
 def _expand(intent: I.Intent, facts: Facts) -> tuple[Remedy, ...]:
     if isinstance(intent, I.Install):
         planned = recipes.reinstall(facts, intent.implementation)
@@ -136,7 +131,7 @@ def _expand(intent: I.Intent, facts: Facts) -> tuple[Remedy, ...]:
     if isinstance(intent, I.Rebuild):
         return (_rebuild(facts, intent),)
     if isinstance(intent, I.Satisfy):
-        return satisfy(facts, intent)
+        return tuple(satisfy(facts, intent))
     if isinstance(intent, I.InstallTorch):
         return (install_torch(facts),)
     if isinstance(intent, I.CudaTorch):
@@ -165,8 +160,7 @@ def _owners(facts: Facts, owners: tuple[str, ...]) -> Remedy:
         for n, v in (o.split(" ", 1) for o in owners if " " in o)
         if requirement(n) == n and installed(facts, n) == v
     ]
-    fa4 = [(n, v) for n, v in specs if family_of(name_of(n)).startswith("fa4")]
-    if fa4:
+    if fa4 := [(n, v) for n, v in specs if family_of(name_of(n)).startswith("fa4")]:
         return Remedy(
             "(2) Reinstall the FA4 package last, the same version without its dependencies, so its flash_attn/cute "
             "files win (flash-attn <= 2.8.3.post2 ships an old snapshot of them). Uninstalling the other owner later "

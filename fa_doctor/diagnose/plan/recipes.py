@@ -4,10 +4,11 @@ installed torch and the server's exact pins on the FA stack; printed text is bou
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from fa_doctor.catalog import ecosystem, names, urls
 from fa_doctor.catalog.families import normalize
+from fa_doctor.diagnose.contain import collected
 from fa_doctor.diagnose.derive.requires import (
     applies,
     exact_pin,
@@ -24,6 +25,7 @@ from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
 
 _CLOSURE = frozenset(names.FA_CLOSURE)
+_Strs = Iterable[str]
 
 
 class Unheld(ValueError):
@@ -32,18 +34,14 @@ class Unheld(ValueError):
 
 def server_pins(facts: Facts) -> dict[str, str]:
     """The server's exact pins on the FA stack for this environment: normalised name -> `name==X`."""
-    srv = server(facts)
+    if (srv := server(facts)) is None:
+        return {}
     pins: dict[str, str] = {}
-    if srv is None:
-        return pins
     for text in srv.requires:
-        spec = requirement(text)
-        if spec and "==" in spec and applies(facts, text):
-            name = name_of(spec)
-            bare = re.sub(r"\[[^\]]*\]", "", spec)
-            # One exact pin only (`name==X`, X a version): it is printed, and the metadata it comes from is hostile.
-            if name in _CLOSURE and name != normalize(srv.name) and exact_pin(bare):
-                pins[name] = bare
+        bare = re.sub(r"\[[^\]]*\]", "", requirement(text) or "")
+        # One exact pin only (`name==X`, X a version): it is printed, and the metadata it comes from is hostile.
+        if exact_pin(bare) and name_of(bare) in _CLOSURE - {normalize(srv.name)} and applies(facts, text):
+            pins[name_of(bare)] = bare
     return pins
 
 
@@ -52,36 +50,19 @@ def keep(facts: Facts) -> tuple[str, ...]:
     if facts.scan.first(names.TORCH) is not None and installed(facts, names.TORCH) is None:
         raise Unheld(f"the installed torch's version {facts.scan.index.get(names.TORCH)!r} is not a PEP 440 version")
     pins = server_pins(facts)
-    out: list[str] = []
-    for name in dict.fromkeys([names.TORCH, *pins]):
-        have = installed(facts, name)
-        if have is not None:
-            out.append(f"{name}=={have}")
-        elif name in pins:
-            out.append(pins[name])
-    return tuple(out)
+    lines = (f"{n}=={v}" if (v := installed(facts, n)) else pins.get(n) for n in dict.fromkeys([names.TORCH, *pins]))
+    return tuple(filter(None, lines))
 
 
 def keep_except(facts: Facts, specs: Iterable[str]) -> tuple[str, ...]:
     """`keep`, less the installed versions of what is being installed (the server's pin on them stays)."""
     moving = {name_of(s) for s in specs}
-    pins = server_pins(facts)
-    out = []
-    for line in keep(facts):
-        name = name_of(line)
-        if name not in moving:
-            out.append(line)
-        elif name in pins and name != names.TORCH:
-            out.append(pins[name])
-    return tuple(out)
+    pins = {n: pin for n, pin in server_pins(facts).items() if n != names.TORCH}
+    return tuple(filter(None, (pins.get(name_of(c)) if name_of(c) in moving else c for c in keep(facts))))
 
 
 def pip_install(
-    facts: Facts,
-    requirements: Iterable[str],
-    options: Iterable[str] = (),
-    constraints: Iterable[str] = (),
-    env: Iterable[tuple[str, str]] = (),
+    facts: Facts, requirements: _Strs, options: _Strs = (), constraints: _Strs = (), env: Iterable[tuple[str, str]] = ()
 ) -> PipInstall:
     """`pip install` into the interpreter that runs the server."""
     return PipInstall(facts.target.executable, tuple(requirements), tuple(options), tuple(constraints), tuple(env))
@@ -94,15 +75,7 @@ def reinstall_same(facts: Facts, *specs: str) -> PipInstall:
 
 _JOBS = (("MAX_JOBS", names.BUILD_JOBS),)
 REBUILD = ("--force-reinstall", "--no-deps", "--no-build-isolation", "--no-cache-dir")
-
-
-def torch_mm(facts: Facts) -> tuple[int, int] | None:
-    version = installed(facts, names.TORCH) or (facts.torch.version if facts.torch else None)
-    head = (version or "").split("+")[0].split(".")
-    try:
-        return int(head[0]), int(head[1])
-    except (ValueError, IndexError):
-        return None
+_FA3 = ("--no-build-isolation", "--no-deps", "--no-cache-dir")  # a clone's build against the installed torch
 
 
 def cuda_major(facts: Facts) -> int | None:
@@ -111,7 +84,7 @@ def cuda_major(facts: Facts) -> int | None:
 
 def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
     if key == "fa2":
-        return fa2(facts)
+        return tuple(fa2(facts))
     if key == "fa3-sgl":
         return sgl_kernel(facts)
     if key == "fa3":
@@ -122,16 +95,18 @@ def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
         return (*sgl_kernel(facts), fa4(facts, key))
     if key in ("fa4", "fa4-sglang"):
         return (fa4(facts, key),)
-    if key == "vllm-fa":
-        return (vllm(facts),)
-    return ()
+    return (vllm(facts),) if key == "vllm-fa" else ()
 
 
-def fa2(facts: Facts) -> tuple[Remedy, ...]:
+@collected
+def fa2(facts: Facts) -> Iterator[Remedy]:
     version = installed(facts, names.FLASH_ATTN)
-    mm = torch_mm(facts)
+    head = (installed(facts, names.TORCH) or (facts.torch.version if facts.torch else None) or "").split("+")[0]
+    try:
+        mm: tuple[int, int] | None = int(head.split(".")[0]), int(head.split(".")[1])
+    except (ValueError, IndexError):
+        mm = None
     abi = facts.torch.cxx11_abi if facts.torch else None
-    out: list[Remedy] = []
     fa4_have = installed(facts, names.FLASH_ATTN_4)
     after: tuple[Action, ...] = (reinstall_same(facts, f"{names.FLASH_ATTN_4}=={fa4_have}"),) if fa4_have else ()
     cute = (
@@ -146,30 +121,24 @@ def fa2(facts: Facts) -> tuple[Remedy, ...]:
     if release and mm and cuda and abi is not None and facts.target.machine == "x86_64":
         url = ecosystem.fa2_wheel(release, mm, cuda, abi, python(facts), "linux_x86_64")
     if url and mm:
-        out.append(
-            Remedy(
-                f"(2) Install the flash-attn {release} release wheel built for torch {mm[0]}.{mm[1]}, CUDA {cuda} "
-                f"and this C++ ABI (no compiler needed).{cute}",
-                actions=(reinstall_same(facts, url), *after),
-            )
+        yield Remedy(
+            f"(2) Install the flash-attn {release} release wheel built for torch {mm[0]}.{mm[1]}, CUDA {cuda} "
+            f"and this C++ ABI (no compiler needed).{cute}",
+            actions=(reinstall_same(facts, url), *after),
         )
     target = version or ecosystem.latest(names.FLASH_ATTN)
     spec = f"{names.FLASH_ATTN}=={target}" if target else names.FLASH_ATTN
-    build = pip_install(facts, (spec,), REBUILD, env=_JOBS)
-    if not version:
-        build = pip_install(facts, (spec,), ("--no-build-isolation", "--no-cache-dir"), keep(facts), _JOBS)
-    out.append(
-        Remedy(
-            "(2) Build flash-attn for this torch: PyPI has only its source, and its setup.py imports torch, so it "
-            "needs --no-build-isolation and, in this interpreter, the build tools (installed first); --no-cache-dir "
-            "keeps pip from reinstalling a wheel it built for another torch. setup.py first tries a prebuilt wheel "
-            "from the GitHub release for this torch/CUDA/ABI/Python; without one it compiles with nvcc (a CUDA "
-            f"toolkit of torch's CUDA major), which takes hours and several GB of RAM per job (MAX_JOBS="
-            f"{names.BUILD_JOBS} bounds it).{cute}",
-            actions=(pip_install(facts, names.FA2_BUILD_TOOLS, (), keep(facts)), build, *after),
-        )
+    options, held = (REBUILD, ()) if version else (("--no-build-isolation", "--no-cache-dir"), keep(facts))
+    build = pip_install(facts, (spec,), options, held, _JOBS)
+    yield Remedy(
+        "(2) Build flash-attn for this torch: PyPI has only its source, and its setup.py imports torch, so it "
+        "needs --no-build-isolation and, in this interpreter, the build tools (installed first); --no-cache-dir "
+        "keeps pip from reinstalling a wheel it built for another torch. setup.py first tries a prebuilt wheel "
+        "from the GitHub release for this torch/CUDA/ABI/Python; without one it compiles with nvcc (a CUDA "
+        f"toolkit of torch's CUDA major), which takes hours and several GB of RAM per job (MAX_JOBS="
+        f"{names.BUILD_JOBS} bounds it).{cute}",
+        actions=(pip_install(facts, names.FA2_BUILD_TOOLS, (), keep(facts)), build, *after),
     )
-    return tuple(out)
 
 
 def fa3(facts: Facts) -> Remedy:
@@ -179,14 +148,7 @@ def fa3(facts: Facts) -> Remedy:
         f"takes well over an hour with MAX_JOBS={names.BUILD_JOBS}.",
         # A clone into a fresh folder of its own, built there: never a folder of the caller's directory.
         actions=(
-            BuildFromClone(
-                facts.target.executable,
-                urls.FLASH_ATTENTION_REPO,
-                "hopper",
-                ("--no-build-isolation", "--no-deps", "--no-cache-dir"),
-                keep(facts),
-                _JOBS,
-            ),
+            BuildFromClone(facts.target.executable, urls.FLASH_ATTENTION_REPO, "hopper", _FA3, keep(facts), _JOBS),
         ),
     )
 
@@ -213,7 +175,6 @@ def sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
     have = installed(facts, kernel)
     torch_now = installed(facts, names.TORCH)
     target = exact_pin(wanted) or have
-    dist = facts.scan.first(kernel)
     text = f"(2) {'Reinstall' if have else 'Install'} {kernel} (FA3 lives in sgl_kernel/flash_ops)"
     if wanted and srv is not None:
         text += f"; {srv.name} {srv.version} requires {wanted}"
@@ -230,7 +191,7 @@ def sgl_kernel(facts: Facts) -> tuple[Remedy, ...]:
         )
         return (_no_install(text + why),)
     torch_pin = ecosystem.pin(kernel, public(target), names.TORCH)
-    if torch_pin is None and dist is not None and have and public(have) == public(target):
+    if torch_pin is None and (dist := facts.scan.first(kernel)) and have and public(have) == public(target):
         torch_pin = exact_pin(requires(facts, dist, names.TORCH))
     if torch_pin is None:  # sgl-kernel and sglang-kernel 0.4.2-0.4.5 declare no torch: the sglang releases
         torch_pin = ecosystem.kernel_torch(kernel, public(target))  # pinning it pin the torch it is built for
@@ -283,14 +244,11 @@ def _dsl_reinstall(facts: Facts, key: str) -> Remedy | None:
     if key == "fa4" and have:
         text = text.replace("the CuTe DSL runtime FA4 runs on", f"{names.FLASH_ATTN_4} and the CuTe DSL runtime")
         actions.insert(0, reinstall_same(facts, f"{names.FLASH_ATTN_4}=={have}"))
-    if actions and (key != "fa4" or have):
-        return Remedy(text + ".", actions=tuple(actions))
-    return None
+    return Remedy(text + ".", actions=tuple(actions)) if actions and (key != "fa4" or have) else None
 
 
 def fa4(facts: Facts, key: str) -> Remedy:
-    same = _dsl_reinstall(facts, key)
-    if same is not None:
+    if (same := _dsl_reinstall(facts, key)) is not None:
         return same
     srv = server(facts)
     cuda = cuda_major(facts)
@@ -305,8 +263,7 @@ def fa4(facts: Facts, key: str) -> Remedy:
         return resolvable(facts, Remedy(text, actions=(pip_install(facts, specs, (), keep_except(facts, specs)),)))
     wanted = requires(facts, srv, names.FLASH_ATTN_4) if srv else None
     pins = {name_of(p): exact_pin(p) or "" for p in server_pins(facts).values()}
-    spec = ecosystem.fa4_install_spec(cuda, pins, wanted, python(facts))
-    if spec is None:
+    if (spec := ecosystem.fa4_install_spec(cuda, pins, wanted, python(facts))) is None:
         text = f"(2) No {names.FLASH_ATTN_4} release in fa-doctor's catalog fits here: "
         if srv:
             text += f"{srv.name} {srv.version} requires {wanted} and pins {', '.join(server_pins(facts).values())}; "
@@ -334,9 +291,7 @@ def resolvable(facts: Facts, remedy: Remedy) -> Remedy:
     from fa_doctor.catalog import server_rules
 
     py = ".".join(map(str, python(facts)))
-    for action in remedy.actions:
-        if not isinstance(action, PipInstall):
-            continue
+    for action in (a for a in remedy.actions if isinstance(a, PipInstall)):
         status = server_rules.install_status(
             server_rules.install_key(action.requirements, action.options, action.constraints, py)
         )
@@ -350,8 +305,7 @@ def resolvable(facts: Facts, remedy: Remedy) -> Remedy:
 
 
 def vllm(facts: Facts) -> Remedy:
-    version = installed(facts, names.VLLM)
-    if version:
+    if version := installed(facts, names.VLLM):
         return Remedy(
             "(2) Reinstall vLLM (its FA kernels are built into the vllm wheel), the same version, without its "
             "dependencies.",
@@ -425,7 +379,8 @@ def _install_lacking(facts: Facts, requirer: str, specs: list[str]) -> Remedy:
     )
 
 
-def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
+@collected
+def satisfy(facts: Facts, intent: I.Satisfy) -> Iterator[Remedy]:
     """Install what the server (or another distribution) declares and lacks; torch is never moved here: where a
     requirement needs another torch, the coherent alternatives are offered instead."""
     torch_now = installed(facts, names.TORCH)
@@ -434,88 +389,68 @@ def satisfy(facts: Facts, intent: I.Satisfy) -> tuple[Remedy, ...]:
     moved: list[str] = []  # installed at another version: moving them is the user's call
     torch_spec: str | None = None
     for text, have in intent.unmet:
-        spec = requirement(text)
-        if spec is None:
-            continue
-        name = name_of(spec)
-        if name == names.TORCH:
-            torch_spec = spec
-            continue
-        if have != "not installed":
-            moved.append(f"{spec} (found {have})")
+        if (spec := requirement(text)) is None:
             continue
         pin = exact_pin(spec)
-        torch_pin = ecosystem.pin(name, public(pin), names.TORCH) if pin else None
-        if torch_pin and torch_now and public(torch_pin) != public(torch_now):
+        torch_pin = ecosystem.pin(name_of(spec), public(pin), names.TORCH) if pin else None
+        if name_of(spec) == names.TORCH:
+            torch_spec = spec
+        elif have != "not installed":
+            moved.append(f"{spec} (found {have})")
+        elif torch_pin and torch_now and public(torch_pin) != public(torch_now):
             bound.append(f"{spec} (built for torch {torch_pin} exactly)")
         else:
             specs.append(spec)
-    out: list[Remedy] = []
-    if torch_spec and exact_pin(torch_spec) and specs:
-        # Installed around a torch the requirer does not accept, the rest would be built for the wrong torch:
-        # the coherent set-ups below come first, and each brings its own requirements.
-        specs = []
-    if specs:
-        out.append(_install_lacking(facts, intent.requirer, specs))
+    # Installed around a torch the requirer does not accept, the rest would be built for the wrong torch:
+    # the coherent set-ups below come first, and each brings its own requirements.
+    if specs and not (torch_spec and exact_pin(torch_spec)):
+        yield _install_lacking(facts, intent.requirer, specs)
     if moved:
-        out.append(
-            Remedy(
-                f"{intent.requirer} pins other versions than the installed {listed(moved)}: fa-doctor leaves "
-                "installed packages as they are; `pip check` lists every mismatch.",
-                actions=(_pip_check(facts),),
-            )
+        yield Remedy(
+            f"{intent.requirer} pins other versions than the installed {listed(moved)}: fa-doctor leaves "
+            "installed packages as they are; `pip check` lists every mismatch.",
+            actions=(_pip_check(facts),),
         )
     if torch_spec or bound:
-        out += alternatives(facts, intent.requirer, torch_spec, bound)
-    return tuple(out)
+        yield from alternatives(facts, intent.requirer, torch_spec, bound)
 
 
-def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: list[str]) -> list[Remedy]:
+@collected
+def alternatives(facts: Facts, requirer: str, torch_spec: str | None, bound: list[str]) -> Iterator[Remedy]:
     """No install keeps both this torch and the server's pins: say so, then the two coherent ways out."""
     torch_now = installed(facts, names.TORCH)
     needs = listed(([torch_spec] if torch_spec else []) + bound)
     server = facts.scan.first(requirer)
-    out = [
-        Remedy(
-            f"{requirer} requires {needs}, but torch {torch_now or 'is not installed'}"
-            + (" is installed" if torch_now else "")
-            + ": no install can satisfy both, so fa-doctor plans none that keeps this torch. Choose one of the "
-            "consistent set-ups below."
-        )
-    ]
+    yield Remedy(
+        f"{requirer} requires {needs}, but torch {torch_now or 'is not installed'}"
+        + (" is installed" if torch_now else "")
+        + ": no install can satisfy both, so fa-doctor plans none that keeps this torch. Choose one of the "
+        "consistent set-ups below."
+    )
     if server is not None and torch_now and ecosystem.known(server.normalized):
         # The release's Requires-Python must admit this Python.
         pinning = ecosystem.releases_pinning(server.normalized, names.TORCH, torch_now, python(facts))
-        fits = [v for v in pinning if v != server.version]
-        if fits:
+        if fits := [v for v in pinning if v != server.version]:
             spec = f"{server.normalized}=={fits[0]}"
-            out.append(
-                resolvable(  # never an install pip's resolver refused when fa-doctor's catalog was made
-                    facts,
-                    Remedy(
-                        f"(a) Keep torch {torch_now}: install {spec}, the newest {server.normalized} release built "
-                        f"for torch {public(torch_now)} (its own pins follow; torch is held).",
-                        actions=(pip_install(facts, (spec,), (), (f"{names.TORCH}=={torch_now}",)),),
-                    ),
-                )
+            yield resolvable(  # never an install pip's resolver refused when fa-doctor's catalog was made
+                facts,
+                Remedy(
+                    f"(a) Keep torch {torch_now}: install {spec}, the newest {server.normalized} release built "
+                    f"for torch {public(torch_now)} (its own pins follow; torch is held).",
+                    actions=(pip_install(facts, (spec,), (), (f"{names.TORCH}=={torch_now}",)),),
+                ),
             )
         else:
-            out.append(
-                Remedy(
-                    f"(a) No {server.normalized} release in fa-doctor's catalog is built for torch "
-                    f"{public(torch_now)}: keeping this torch means another server build."
-                )
+            yield Remedy(
+                f"(a) No {server.normalized} release in fa-doctor's catalog is built for torch "
+                f"{public(torch_now)}: keeping this torch means another server build."
             )
-    want = exact_pin(torch_spec)
-    if want:
+    if want := exact_pin(torch_spec):
         moves = (f"{names.TORCH}=={want}", *(b.split(" ", 1)[0] for b in bound))
-        out.append(
-            Remedy(
-                f"(b) Move torch to {requirer}'s pin, torch=={want}: this REPLACES torch {torch_now or ''} (and "
-                "every package built against it must match); `fa-doctor fix --apply` takes this only with "
-                "--allow-torch-change.",
-                actions=(pip_install(facts, moves, (), keep_except(facts, moves)),),
-                replaces_torch=True,
-            )
+        yield Remedy(
+            f"(b) Move torch to {requirer}'s pin, torch=={want}: this REPLACES torch {torch_now or ''} (and "
+            "every package built against it must match); `fa-doctor fix --apply` takes this only with "
+            "--allow-torch-change.",
+            actions=(pip_install(facts, moves, (), keep_except(facts, moves)),),
+            replaces_torch=True,
         )
-    return out

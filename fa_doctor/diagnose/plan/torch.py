@@ -11,8 +11,7 @@ from fa_doctor.model.finding import Remedy
 
 
 def _cu(channel: str) -> tuple[int, int]:
-    digits = channel[2:]
-    return int(digits[:-1]), int(digits[-1])
+    return int(channel[2:-1]), int(channel[-1])  # cu128 -> (12, 8)
 
 
 def torch_channel(facts: Facts, torch_mm: tuple[int, int] | None) -> tuple[str | None, str]:
@@ -21,40 +20,27 @@ def torch_channel(facts: Facts, torch_mm: tuple[int, int] | None) -> tuple[str |
     if not channels or torch_mm is None:
         return None, "the CUDA channels of this torch release are not in fa-doctor's catalog"
     floor = max((ecosystem.MIN_CUDA_FOR_MAJOR.get(c[0], (0, 0)) for c in facts.capabilities), default=(0, 0))
-    usable = [c for c in channels if _cu(c) >= floor]
-    if not usable:
+    if not (usable := [c for c in channels if _cu(c) >= floor]):
         return None, f"no channel of torch {torch_mm[0]}.{torch_mm[1]} carries code for these GPUs"
     gpu_note = f" (these GPUs need CUDA >= {floor[0]}.{floor[1]} builds)" if floor > (0, 0) else ""
-    raw = facts.gpus.cuda_driver_version
-    cap: tuple[int, int] | None = None
-    if raw:
-        major, _, minor = raw.partition(".")
-        if major.isdigit() and (minor or "0").isdigit():
-            cap = (int(major), int(minor or 0))
+    major, _, minor = (facts.gpus.cuda_driver_version or "").partition(".")
+    cap = (int(major), int(minor or 0)) if major.isdigit() and (minor or "0").isdigit() else None
     if cap is None:
         return usable[0], (
             f"a guess: the driver's CUDA version is unknown, so this picks the oldest usable channel of torch "
             f"{torch_mm[0]}.{torch_mm[1]}{gpu_note} (`nvidia-smi` prints `CUDA Version`: pick the newest channel "
             "not above it)"
         )
-    fits = [c for c in usable if _cu(c) <= cap]
-    if not fits:
+    if not (fits := [c for c in usable if _cu(c) <= cap]):
         return None, f"the driver supports CUDA {cap[0]}.{cap[1]}, older than every usable channel{gpu_note}"
     return fits[-1], f"the newest channel for the driver's CUDA {cap[0]}.{cap[1]}{gpu_note}"
 
 
-def _torch_spec(facts: Facts) -> str:
-    """What to install when torch is missing: the server's pin, else an FA package's, else any torch."""
-    for name in (*names.SERVERS, *names.SGL_KERNELS, names.FLASH_ATTN_4):
-        dist = facts.scan.first(name)
-        spec = requires(facts, dist, names.TORCH) if dist else None
-        if spec and spec != names.TORCH:
-            return spec
-    return names.TORCH
-
-
 def install_torch(facts: Facts) -> Remedy:
-    spec = _torch_spec(facts)
+    """What to install when torch is missing: the server's pin, else an FA package's, else any torch."""
+    dists = (facts.scan.first(name) for name in (*names.SERVERS, *names.SGL_KERNELS, names.FLASH_ATTN_4))
+    specs = (requires(facts, dist, names.TORCH) for dist in dists if dist)
+    spec = next((s for s in specs if s and s != names.TORCH), names.TORCH)
     return Remedy(
         f"Install torch ({spec}, what the installed FA packages and server declare) into the interpreter that runs "
         "the server; the CUDA channel comes from its index (see torch.cpu_build once it is installed).",
