@@ -26,15 +26,9 @@ class Distribution:
     problem: str | None = None  # metadata unreadable
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "distribution": self.name,
-            "version": self.version,
-            "location": self.location,
-            "metadata": self.metadata_dir,
-            "installer": self.installer,
-            "editable": self.editable_dir,
-            "direct_url": self.direct_url,
-        }
+        keys = ("distribution", "version", "location", "metadata", "installer", "editable", "direct_url")
+        values = (self.name, self.version, self.location, self.metadata_dir, self.installer, self.editable_dir)
+        return dict(zip(keys, (*values, self.direct_url), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +95,9 @@ class SglangFacts:
         return self.rules.source if self.rules else "scan"
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "version": self.version,
-            "accepted_fa_versions": sorted(self.accepted_versions),
-            "fa4_module": self.fa4_module,
-            "fa4_vendored": self.fa4_vendored,
-            "fa4_from": self.fa4_from,
+        out: dict[str, object] = {"version": self.version, "accepted_fa_versions": sorted(self.accepted_versions)}
+        out |= {k: getattr(self, k) for k in ("fa4_module", "fa4_vendored", "fa4_from")}
+        return out | {
             "reads_SGLANG_FLASHATTENTION_VERSION": self.reads_override,
             "rules_from": self.source,
             "note": self.note,

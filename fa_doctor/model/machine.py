@@ -84,17 +84,9 @@ class TargetFacts:
     cwd: str | None = None  # the target's working directory; None when it was deleted
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "python": self.python,
-            "executable": self.executable,
-            "version": ".".join(map(str, self.version)),
-            "implementation": self.implementation,
-            "prefix": self.prefix,
-            "in_venv": self.in_venv,
-            "machine": self.machine,
-            "libc": self.libc,
-            "sys_path": list(self.sys_path),
-        }
+        keys = ("python", "executable", "version", "implementation", "prefix", "in_venv", "machine", "libc")
+        out: dict[str, object] = {k: getattr(self, k) for k in keys}
+        return out | {"version": ".".join(map(str, self.version)), "sys_path": list(self.sys_path)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,8 +125,7 @@ class Result:
     def status(self) -> str:
         if self.error or self.signal is not None:
             return "fail"
-        worst = self.worst
-        return "fail" if worst is Severity.FAIL else "warn" if worst is Severity.WARN else "ok"
+        return "ok" if self.worst is Severity.INFO else self.worst.value
 
     @property
     def counts(self) -> dict[Severity, int]:

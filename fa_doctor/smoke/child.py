@@ -1,8 +1,6 @@
-"""Standalone smoke-test child: run a few tiny FlashAttention calls and compare them with an fp32 reference.
-
-Run as `python -c <this source> <json config>` in the target interpreter (standard library and torch only).
-Results go as JSON lines to the pipe fd the config names, which no C library's stdout can corrupt.
-"""
+"""Standalone smoke-test child, run as `python -c <this source> <json config>` in the target interpreter (standard
+library and torch only): a few tiny FlashAttention calls compared with an fp32 reference. Results go as JSON lines
+to the pipe fd the config names, which no C library's stdout can corrupt."""
 
 from __future__ import annotations
 
@@ -57,24 +55,23 @@ def describe(exc: BaseException) -> dict[str, Any]:
     }
 
 
-def record_warnings(channel: Channel, caught: list[warnings.WarningMessage], seen: set[str]) -> None:
-    for w in caught:
-        # Once per place, as Python's "default" action does: the CuTe DSL warns again for every kernel it compiles.
-        place = f"{w.category.__name__}:{w.filename}:{w.lineno}"
-        if place not in seen and len(seen) < _MAX_WARNINGS:
-            seen.add(place)
-            text = f"{w.category.__name__}: {w.message}"[:500]
-            channel.emit("warning", text=f"{text} ({os.path.basename(w.filename)}:{w.lineno})")
-
-
 @contextlib.contextmanager
-def watch_warnings() -> Iterator[list[warnings.WarningMessage]]:
-    """Record what a user would see: every warning except the deprecation notes Python hides by default."""
+def watch_warnings(channel: Channel, seen: set[str]) -> Iterator[None]:
+    """Report what a user would see: every warning except the deprecation notes Python hides by default."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for category in (DeprecationWarning, PendingDeprecationWarning):
             warnings.filterwarnings("ignore", category=category)
-        yield caught
+        try:
+            yield
+        finally:
+            for w in caught:
+                # Once per place, as Python's "default" action does: the CuTe DSL warns again for every kernel.
+                place = f"{w.category.__name__}:{w.filename}:{w.lineno}"
+                if place not in seen and len(seen) < _MAX_WARNINGS:
+                    seen.add(place)
+                    text = f"{w.category.__name__}: {w.message}"[:500]
+                    channel.emit("warning", text=f"{text} ({os.path.basename(w.filename)}:{w.lineno})")
 
 
 def module_origin(name: str) -> str | None:
@@ -178,9 +175,8 @@ def attend(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
     if causal:
         lq, lk = q.shape[0], k.shape[0]
         # Bottom-right alignment, as FlashAttention does: the last query sees every key.
-        rows = torch.arange(lq).unsqueeze(1)
-        cols = torch.arange(lk).unsqueeze(0)
-        scores = scores.masked_fill(cols > rows + (lk - lq), float("-inf"))
+        hidden = torch.arange(lk).unsqueeze(0) > torch.arange(lq).unsqueeze(1) + (lk - lq)
+        scores = scores.masked_fill(hidden, float("-inf"))
     return torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v)
 
 
@@ -258,14 +254,12 @@ class Case:
 
 
 def run_case(channel: Channel, mod: Any, case: Case, seen: set[str]) -> dict[str, Any]:
-    with watch_warnings() as caught:
+    with watch_warnings(channel, seen):
         try:
             out, seconds = case.call(mod)
-            result = {"name": case.spec["name"], "seconds": seconds, "error": None, "out": out}
+            return {"name": case.spec["name"], "seconds": seconds, "error": None, "out": out}
         except Exception as exc:  # the call's failure is the data we report
-            result = {"name": case.spec["name"], "error": describe(exc)}
-    record_warnings(channel, caught, seen)
-    return result
+            return {"name": case.spec["name"], "error": describe(exc)}
 
 
 def finish_case(channel: Channel, case: Case, result: dict[str, Any]) -> None:
@@ -344,16 +338,14 @@ def main(config: dict[str, Any]) -> None:
         use_cache(channel, config, torch)
     elif config.get("api") == "cute":
         disable_cache()
-    with watch_warnings() as caught:
-        try:
+    try:
+        with watch_warnings(channel, seen):
             mod = importlib.import_module(module)
-        except BaseException as exc:  # including SystemExit raised by a broken package
-            record_warnings(channel, caught, seen)
-            env.update(dist_versions(list(config.get("dists", []))))
-            channel.emit("info", environment=env, flash_attn_origin=module_origin("flash_attn"))
-            channel.emit("import_error", stage="module", **describe(exc))
-            return
-    record_warnings(channel, caught, seen)
+    except BaseException as exc:  # including SystemExit raised by a broken package
+        env.update(dist_versions(list(config.get("dists", []))))
+        channel.emit("info", environment=env, flash_attn_origin=module_origin("flash_attn"))
+        channel.emit("import_error", stage="module", **describe(exc))
+        return
     channel.emit("phase", name="import", state="end")
     channel.emit(
         "info", environment=env, module_file=module_origin(module), flash_attn_origin=module_origin("flash_attn")
