@@ -98,23 +98,18 @@ def _evidence(r: SmokeResult, **extra: Any) -> dict[str, Any]:
 
 
 def _timings(r: SmokeResult) -> str:
-    names = (("import", "import"), ("first_call", "first call"), ("check", "check"), ("total", "total"))
-    parts = [f"{label} {r.phases[key]:.2f} s" for key, label in names if key in r.phases]
+    keys = ("import", "first_call", "check", "total")
+    parts = [f"{key.replace('_', ' ')} {r.phases[key]:.2f} s" for key in keys if key in r.phases]
     return "phases: " + ", ".join(parts) if parts else ""
 
 
 def _case_lines(r: SmokeResult, only_bad: bool) -> list[str]:
     lines = []
-    for c in r.cases:
-        if only_bad and c.passed:
-            continue
-        if c.error is not None:
-            lines.append(f"{c.name}: {c.error}")
-        else:
-            err = f"{c.max_abs_err:.4g}" if c.max_abs_err is not None else "n/a"
-            cmp = "<=" if c.passed else ">"
-            took = f", {c.seconds:.2f} s" if c.seconds is not None else ""
-            lines.append(f"{c.name}: max abs err {err} {cmp} tolerance {c.tolerance:g}{took}")
+    for c in (c for c in r.cases if not (only_bad and c.passed)):
+        err = f"{c.max_abs_err:.4g}" if c.max_abs_err is not None else "n/a"
+        took = f", {c.seconds:.2f} s" if c.seconds is not None else ""
+        compared = f"max abs err {err} {'<=' if c.passed else '>'} tolerance {c.tolerance:g}{took}"
+        lines.append(f"{c.name}: {c.error if c.error is not None else compared}")
     return lines
 
 

@@ -1,9 +1,7 @@
-"""Run the smoke child in the target interpreter and turn whatever happens to it into a SmokeResult.
-
-The child runs as `python -c <source>`, so sys.path[0] is the working directory as for `python -m sglang...`. Its
-JSON lines on a private pipe are read as they come (live progress; partial results survive a crash) and trusted in
-nothing: a malformed line is dropped, a malformed field ignored. fa_doctor.process.proc bounds the run.
-"""
+"""Run the smoke child in the target interpreter (`python -c <source>`: sys.path[0] is the working directory, as for
+`python -m sglang...`) and turn whatever happens to it into a SmokeResult. Its JSON lines on a private pipe are read
+as they come (live progress; partial results survive a crash) and trusted in nothing: a malformed line is dropped, a
+malformed field ignored. fa_doctor.process.proc bounds the run."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +41,6 @@ _MAX_LOADED = 20000  # files a child reports it loaded (torch and triton: ~3,000
 _MAX_TEXT = 8000
 _MAX_CHAIN = 20
 _NAME = 200
-
-
-def default_cache_dir(env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "fa-doctor", "cute-dsl")
 
 
 @functools.cache
@@ -79,7 +71,10 @@ def run_smoke(
     notes: list[str] = []
     used_cache: str | None = None
     if target.api == "cute" and use_cache:
-        path = os.path.abspath(cache_dir or default_cache_dir(child_env))
+        xdg = child_env.get("XDG_CACHE_HOME") or os.path.join(
+            child_env.get("HOME") or os.path.expanduser("~"), ".cache"
+        )
+        path = os.path.abspath(cache_dir or os.path.join(xdg, "fa-doctor", "cute-dsl"))
         try:
             os.makedirs(path, mode=0o700, exist_ok=True)
             used_cache = path
@@ -87,15 +82,7 @@ def run_smoke(
             notes.append(f"FA4 compile cache disabled: cannot create {path}: {exc}")
     if visible_devices is not None:
         child_env["CUDA_VISIBLE_DEVICES"] = visible_devices
-    base: dict[str, Any] = {
-        "key": target.key,
-        "module": target.module,
-        "api": target.api,
-        "python": python,
-        "timeout": timeout,
-        "visible_devices": visible_devices,
-        "cache_dir": None,
-    }
+    base = {**asdict(target), "python": python, "timeout": timeout, "visible_devices": visible_devices}
     specs = case_specs(target.api)
     config = {
         "module": target.module,
@@ -242,8 +229,6 @@ class _Reader:
             except ValueError:
                 sig = f"signal {-rc}"
         environment = info.get("environment")
-        if isinstance(info.get("cache_dir"), str) and base["cache_dir"] is None:
-            base = {**base, "cache_dir": _text(info["cache_dir"])}
         return SmokeResult(
             status=status,
             phases=phases,
@@ -258,6 +243,7 @@ class _Reader:
             flash_attn_origin=_text(info.get("flash_attn_origin")),
             loaded=loaded,
             device_name=_text(info.get("device_name")),
+            cache_dir=_text(info["cache_dir"]) if isinstance(info.get("cache_dir"), str) else None,
             last_phase=running[-1] if running and status in ("crashed", "timeout") else None,
             environment={
                 _text(k, _NAME) or "": _text(v) or ""
@@ -309,6 +295,3 @@ def _problem(ev: Mapping[str, Any]) -> ImportProblem:
     problem = classify(_text(ev.get("type"), _NAME) or "", _text(ev.get("message")) or "", chain)
     extra = {"traceback": _text(ev.get("traceback")) or "", "stage": _text(ev.get("stage"), _NAME) or "call"}
     return replace(problem, evidence={**problem.evidence, **extra})
-
-
-__all__ = ["CaseResult", "ImportProblem", "SmokeResult", "SmokeTarget", "case_specs", "classify", "run_smoke"]

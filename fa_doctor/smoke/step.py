@@ -25,7 +25,7 @@ from fa_doctor.model.result import DeviceSmoke, SmokeSection
 
 if TYPE_CHECKING:
     from fa_doctor.diagnose.derive import Derived
-    from fa_doctor.smoke.runner import SmokeResult, SmokeTarget
+    from fa_doctor.smoke import SmokeResult, SmokeTarget
     from fa_doctor.smoke.verdict_key import Fingerprint
     from fa_doctor.smoke.verdicts import Proven, Verdict
 
@@ -71,8 +71,8 @@ def smoke_step(
     refused: str | None = None,
 ) -> tuple[list[Finding], SmokeSection]:
     """`refused`: why the server would refuse to start (an invalid override): the kernels are not run."""
+    from fa_doctor.smoke import SmokeTarget
     from fa_doctor.smoke.findings import skipped_finding, smoke_findings
-    from fa_doctor.smoke.runner import SmokeTarget
 
     keys = smoke_keys(facts, derived.selection, derived.states, options.smoke_all)
     section = SmokeSection(tuple(keys))
@@ -88,7 +88,8 @@ def smoke_step(
 
     # A module missing for another distribution (sglang's orjson) is that distribution's remedy, not FA's.
     reinstall = functools.partial(unmet.for_problem, facts)
-    targets = [SmokeTarget(key, *_module(facts, key)) for key in keys]
+    fa4_sglang = facts.sglang.fa4_module if facts.sglang else "sglang.kernels.ops.attention.flash_attn.cute"
+    targets = [SmokeTarget(key, _API[key][0] or fa4_sglang, _API[key][1]) for key in keys]
     cache = VerdictCache(facts, options, targets, devices, [pin_for(d, facts) for d in devices])
     findings: list[Finding] = []
     rows: list[DeviceSmoke] = []
@@ -113,13 +114,6 @@ def smoke_step(
         findings += node.compare_smoke(target.key, statuses)
     cache.settle(outcomes, complete=len(outcomes) == len(devices) * len(targets))
     return findings, SmokeSection(tuple(keys), tuple(rows), per_gpu, **cache.section())
-
-
-def _module(facts: Facts, key: str) -> tuple[str, str]:
-    module, api = _API[key]
-    if key == "fa4-sglang":
-        module = facts.sglang.fa4_module if facts.sglang else "sglang.kernels.ops.attention.flash_attn.cute"
-    return module, api
 
 
 def run_on_devices(

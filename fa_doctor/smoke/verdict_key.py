@@ -1,11 +1,6 @@
-"""The fingerprint of a smoke verdict: everything the result of running the kernels depends on, read cheaply.
-
-A verdict is reused only while every part is unchanged (docs/smoke.md, "Verdict cache", lists them). They must
-cost far less than the smoke test they stand in for, so nothing here reads a package's files: a distribution is
-its RECORD plus the stat of every file it lists. After a run, the verdict also records the identity of every file
-the children loaded; a reuse re-checks each one (`watch()`). Every path comes from the target and is hostile:
-reads go through probes/files.py (bounded, regular files only), and nothing here raises.
-"""
+"""The fingerprint of a smoke verdict: everything running the kernels depends on, read with stat calls and small
+reads only (docs/smoke.md, "Verdict cache", lists the parts). Every path comes from the target and is hostile: reads
+go through probes/files.py (bounded, regular files only), and nothing here raises."""
 
 from __future__ import annotations
 
@@ -115,8 +110,7 @@ def _distribution(dist: Distribution) -> str:
 
 def distributions_of(key: str) -> tuple[str, ...]:
     impl = implementations.BY_KEY.get(key)
-    own = impl.distributions if impl is not None else ()
-    return tuple(dict.fromkeys((*own, *_EXTRA.get(key, ()))))
+    return tuple(dict.fromkeys((*(impl.distributions if impl else ()), *_EXTRA.get(key, ()))))
 
 
 @functools.cache
