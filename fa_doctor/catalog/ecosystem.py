@@ -46,8 +46,7 @@ def _version(text: str) -> Version | None:
 
 def versions(name: str) -> tuple[str, ...]:
     """Every non-yanked release of `name` on the index, oldest first (empty when the catalog does not track it)."""
-    found: tuple[str, ...] = _tables().VERSIONS.get(_norm(name), ())
-    return found
+    return tuple(_tables().VERSIONS.get(_norm(name), ()))
 
 
 def known(name: str) -> bool:
@@ -163,8 +162,7 @@ def sgl_kernel_cuda(version: str) -> int | None:
 
 def torch_channels(torch_mm: tuple[int, int]) -> tuple[str, ...]:
     """download.pytorch.org's CUDA channels for a torch release (`cu126`, ...), oldest CUDA first."""
-    found: tuple[str, ...] = _tables().TORCH_CHANNELS.get(f"{torch_mm[0]}.{torch_mm[1]}", ())
-    return found
+    return tuple(_tables().TORCH_CHANNELS.get(f"{torch_mm[0]}.{torch_mm[1]}", ()))
 
 
 # ---- the CuTe DSL (FA4's runtime) ----------------------------------------------------------------------------

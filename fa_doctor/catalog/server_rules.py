@@ -32,11 +32,8 @@ class Refusal:
 
     def hits(self, phase: str, backend: str, flag: str | None) -> bool:
         """Whether it applies to `backend` running `phase`, chosen by `flag` (None: SGLang's default or a pin)."""
-        if backend != self.backend:
-            return False
-        if self.where.startswith("--"):
-            return self.where == (flag or "--attention-backend")
-        return self.where == phase
+        wanted = (flag or "--attention-backend") if self.where.startswith("--") else phase
+        return backend == self.backend and self.where == wanted
 
     @property
     def text(self) -> str:
@@ -173,13 +170,11 @@ class VllmRules:
 
 def vllm_last_reading() -> str | None:
     """The newest vLLM release in the catalog that reads VLLM_FLASH_ATTN_VERSION."""
-    rows = _servers().VLLM
-    return next((v for v in reversed(list(rows)) if rows[v]["env"]), None)
+    return next((v for v, row in reversed(_servers().VLLM.items()) if row["env"]), None)
 
 
 def vllm_newest() -> str | None:
-    rows = list(_servers().VLLM)
-    return rows[-1] if rows else None
+    return next(reversed(_servers().VLLM), None)
 
 
 def _servers() -> Any:
@@ -226,13 +221,8 @@ def vllm(version: str) -> VllmRules | None:
     row = _servers().VLLM.get(_public(version))
     if row is None:
         return None
-
-    def ints(text: str) -> tuple[int, ...]:
-        return tuple(int(v) for v in text.split() if v.isdigit())
-
-    return VllmRules(
-        _public(version), row["env"], ints(row["env_accepts"]), ints(row["config"]), row["unsupported"], row["wheel"]
-    )
+    accepts, config = (tuple(int(v) for v in row[key].split() if v.isdigit()) for key in ("env_accepts", "config"))
+    return VllmRules(_public(version), row["env"], accepts, config, row["unsupported"], row["wheel"])
 
 
 # ---- printed installs, resolved when the catalog was generated -------------------------------------------------
