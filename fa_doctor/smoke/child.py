@@ -169,8 +169,7 @@ def attend(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
     import torch
 
     groups = q.shape[1] // k.shape[1]
-    k = k.repeat_interleave(groups, dim=1)
-    v = v.repeat_interleave(groups, dim=1)
+    k, v = (t.repeat_interleave(groups, dim=1) for t in (k, v))
     scores = torch.einsum("qhd,khd->hqk", q, k) * scale
     if causal:
         lq, lk = q.shape[0], k.shape[0]
@@ -186,8 +185,7 @@ class Case:
     def __init__(self, spec: dict[str, Any], device: str, index: int, seed: int) -> None:
         import torch
 
-        self.spec = spec
-        self.device = device
+        self.spec, self.device = spec, device
         dtype = getattr(torch, spec["dtype"])
         d, h, hk = int(spec["head_dim"]), int(spec["heads"]), int(spec["kv_heads"])
         self.scale = 1.0 / math.sqrt(d)
@@ -225,9 +223,7 @@ class Case:
         r = fn(**kwargs, softmax_scale=self.scale, causal=self.causal)
         if dev.startswith("cuda"):
             torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        out = r[0] if isinstance(r, tuple) else r
-        return out, seconds
+        return (r[0] if isinstance(r, tuple) else r), time.perf_counter() - start
 
     def reference(self) -> Any:
         import torch
@@ -237,8 +233,8 @@ class Case:
             # The single decode query sees keys [0, cache_seqlen) of its own row.
             parts = [attend(q[b], k[b, :n], v[b, :n], self.scale, self.causal) for b, n in enumerate(self.lens)]
             return torch.stack(parts)
-        qs, ks, vs = (t.split(self.lens) for t in (q, k, v))
-        return torch.cat([attend(qs[i], ks[i], vs[i], self.scale, self.causal) for i in range(len(self.lens))])
+        seqs = zip(*(t.split(self.lens) for t in (q, k, v)), strict=True)
+        return torch.cat([attend(*qkv, self.scale, self.causal) for qkv in seqs])
 
     def compare(self, out: Any) -> dict[str, Any]:
         import torch
