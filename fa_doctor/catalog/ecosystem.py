@@ -125,8 +125,6 @@ def releases_pinning(name: str, dep: str, dep_version: str, python: tuple[int, i
 
 
 # ---- torch and CUDA ------------------------------------------------------------------------------------------
-
-
 @lru_cache(maxsize=64)
 def pypi_torch_cuda(torch_version: str) -> int | None:
     """The CUDA major of PyPI's default torch build of this release (from its nvidia-cuda-runtime pin)."""
@@ -166,8 +164,6 @@ def torch_channels(torch_mm: tuple[int, int]) -> tuple[str, ...]:
 
 
 # ---- the CuTe DSL (FA4's runtime) ----------------------------------------------------------------------------
-
-
 def dsl_closure(version: str, cuda_major: int | None) -> tuple[str, ...]:
     """The DSL split packages that `nvidia-cutlass-dsl==version` brings in on Linux x86-64, with the `[cu13]`
     extra for a CUDA 13 torch: read from the released metadata, each checked to exist at that version."""
@@ -232,8 +228,6 @@ def admits_python(name: str, version: str, python: tuple[int, int] | None) -> bo
 
 
 # ---- FA2 release wheels --------------------------------------------------------------------------------------
-
-
 def fa2_wheel(
     release: str, torch_mm: tuple[int, int], cuda_major: int, cxx11abi: bool, python: tuple[int, int], platform: str
 ) -> str | None:

@@ -226,8 +226,6 @@ def vllm(version: str) -> VllmRules | None:
 
 
 # ---- printed installs, resolved when the catalog was generated -------------------------------------------------
-
-
 def install_key(
     requirements: tuple[str, ...], options: tuple[str, ...], constraints: tuple[str, ...], python: str
 ) -> str:

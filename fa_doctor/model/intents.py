@@ -69,4 +69,3 @@ class Override:
 
 
 Intent = Union[Install, ReinstallSame, Rebuild, Satisfy, InstallTorch, CudaTorch, ReinstallOwners, Override]
-

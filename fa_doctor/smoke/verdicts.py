@@ -194,8 +194,6 @@ def _valid_hex(value: str) -> bool:
 
 
 # ---- the file format: written by us, read as untrusted ---------------------------------------------------
-
-
 def _to_doc(v: Verdict) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
