@@ -30,11 +30,6 @@ class Refusal:
         where, backend, models, when, file = head.split(" ", 4)
         return cls(where, backend, models, when, file, error)
 
-    def hits(self, phase: str, backend: str, flag: str | None) -> bool:
-        """Whether it applies to `backend` running `phase`, chosen by `flag` (None: SGLang's default or a pin)."""
-        wanted = (flag or "--attention-backend") if self.where.startswith("--") else phase
-        return backend == self.backend and self.where == wanted
-
     @property
     def text(self) -> str:
         when = "at start-up" if self.when == "start-up" else "at its first call"
@@ -128,7 +123,10 @@ class SglangRules:
         return frozenset(v for _, v in self.backends)
 
     def refusals_for(self, phase: str, backend: str, flag: str | None) -> tuple[Refusal, ...]:
-        return tuple(r for r in self.refusals if r.hits(phase, backend, flag))
+        """Those for `backend` running `phase`, chosen by `flag` (None: SGLang's default or a pin)."""
+        flagged = flag or "--attention-backend"
+        hits = [r for r in self.refusals if r.where == (flagged if r.where.startswith("--") else phase)]
+        return tuple(r for r in hits if r.backend == backend)
 
     def gate(self, backend: str) -> Gate | None:
         return next((g for g in self.gates if g.backend == backend), None)

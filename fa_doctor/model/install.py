@@ -43,8 +43,7 @@ class DistributionScan:
         return [d for d in self.distributions if d.normalized in wanted]
 
     def first(self, *names: str) -> Distribution | None:
-        found = self.named(*names)
-        return found[0] if found else None
+        return next(iter(self.named(*names)), None)
 
 
 @dataclass(frozen=True, slots=True)

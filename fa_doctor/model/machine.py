@@ -23,9 +23,7 @@ class GpuDevice:
         return self.capability is not None
 
     def to_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        out["capability"] = f"{self.capability[0]}.{self.capability[1]}" if self.capability else None
-        return out
+        return asdict(self) | {"capability": f"{self.capability[0]}.{self.capability[1]}" if self.capability else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +36,7 @@ class GpuFacts:
     attempts: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        out["devices"] = [d.to_dict() for d in self.devices]
-        out["attempts"] = list(self.attempts)
-        return out
+        return asdict(self) | {"devices": [d.to_dict() for d in self.devices], "attempts": list(self.attempts)}
 
 
 @dataclass(frozen=True, slots=True)
