@@ -140,8 +140,7 @@ def pypi_torch_cuda(torch_version: str) -> int | None:
 def kernel_torch(kernel: str, version: str) -> str | None:
     """The torch a kernel release that declares none is built for: the one every sglang release pinning it pins
     (None when they disagree or none pins it)."""
-    torches = {pin(names.SGLANG, s, names.TORCH) for s in releases_pinning(names.SGLANG, kernel, version)}
-    torches.discard(None)
+    torches = {t for s in releases_pinning(names.SGLANG, kernel, version) if (t := pin(names.SGLANG, s, names.TORCH))}
     return torches.pop() if len(torches) == 1 else None
 
 

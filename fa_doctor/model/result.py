@@ -138,9 +138,7 @@ class Result:
         if self.error or any(f.id.startswith("internal.") for f in self.findings):
             return EXIT_ERROR
         worst = self.worst
-        if worst is Severity.FAIL or (self.strict and worst is Severity.WARN):
-            return EXIT_FAIL
-        return EXIT_OK
+        return EXIT_FAIL if worst is Severity.FAIL or (self.strict and worst is Severity.WARN) else EXIT_OK
 
     @property
     def check(self) -> CheckPayload:

@@ -78,11 +78,9 @@ def module_origin(name: str) -> str | None:
     mod = sys.modules.get(name)
     if mod is None:
         return None
-    file = getattr(mod, "__file__", None)
-    if file:
-        return str(file)
     # vLLM's synthetic flash_attn module and namespace packages have no __file__, only a __path__.
-    return "__path__=" + json.dumps([str(p) for p in getattr(mod, "__path__", [])])
+    file = getattr(mod, "__file__", None)
+    return str(file) if file else "__path__=" + json.dumps([str(p) for p in getattr(mod, "__path__", [])])
 
 
 def dist_versions(names: list[str]) -> dict[str, str]:
@@ -234,7 +232,7 @@ class Case:
             parts = [attend(q[b], k[b, :n], v[b, :n], self.scale, self.causal) for b, n in enumerate(self.lens)]
             return torch.stack(parts)
         seqs = zip(*(t.split(self.lens) for t in (q, k, v)), strict=True)
-        return torch.cat([attend(*qkv, self.scale, self.causal) for qkv in seqs])
+        return torch.cat([attend(qi, ki, vi, self.scale, self.causal) for qi, ki, vi in seqs])
 
     def compare(self, out: Any) -> dict[str, Any]:
         import torch
