@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor.catalog import names
+from fa_doctor.catalog.families import normalize as _norm
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -22,10 +23,6 @@ def _tables() -> Any:
     from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
 
     return releases
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _key(text: str) -> Version:

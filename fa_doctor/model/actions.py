@@ -146,8 +146,7 @@ class MovePath:
 
 def _strictly_inside(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
-    prefix = root if root == "/" else root + "/"
-    return path != root and path.startswith(prefix)
+    return path != root and path.startswith(root.rstrip("/") + "/")
 
 
 def move_aside(path: str, root: str) -> MovePath:
