@@ -71,9 +71,8 @@ def run_smoke(
     notes: list[str] = []
     used_cache: str | None = None
     if target.api == "cute" and use_cache:
-        xdg = child_env.get("XDG_CACHE_HOME") or os.path.join(
-            child_env.get("HOME") or os.path.expanduser("~"), ".cache"
-        )
+        home = child_env.get("HOME") or os.path.expanduser("~")
+        xdg = child_env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
         path = os.path.abspath(cache_dir or os.path.join(xdg, "fa-doctor", "cute-dsl"))
         try:
             os.makedirs(path, mode=0o700, exist_ok=True)
@@ -99,12 +98,8 @@ def run_smoke(
     start = time.perf_counter()
     rfd, wfd = os.pipe()
     try:
-        child = proc.Child(
-            [python, *python_flags, "-c", child_source(), json.dumps({**config, "fd": wfd})],
-            env=child_env,
-            cwd=cwd,
-            pass_fds=(wfd,),
-        )
+        argv = [python, *python_flags, "-c", child_source(), json.dumps({**config, "fd": wfd})]
+        child = proc.Child(argv, env=child_env, cwd=cwd, pass_fds=(wfd,))
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         os.close(rfd)
         os.close(wfd)
@@ -229,6 +224,7 @@ class _Reader:
             except ValueError:
                 sig = f"signal {-rc}"
         environment = info.get("environment")
+        environment = environment.items() if isinstance(environment, dict) else ()
         return SmokeResult(
             status=status,
             phases=phases,
@@ -245,10 +241,7 @@ class _Reader:
             device_name=_text(info.get("device_name")),
             cache_dir=_text(info["cache_dir"]) if isinstance(info.get("cache_dir"), str) else None,
             last_phase=running[-1] if running and status in ("crashed", "timeout") else None,
-            environment={
-                _text(k, _NAME) or "": _text(v) or ""
-                for k, v in (environment.items() if isinstance(environment, dict) else ())
-            },
+            environment={_text(k, _NAME) or "": _text(v) or "" for k, v in environment},
             **base,
         )
 
@@ -279,14 +272,10 @@ def _case(spec: Mapping[str, Any], ev: Mapping[str, Any]) -> CaseResult:
         text = _text(ev.get("problem"))
     value = _finite(ev.get("max_abs_err"))
     tol = float(spec["tolerance"])
-    return CaseResult(
-        **{k: spec[k] for k in ("name", "function", "dtype", "head_dim", "causal")},  # ours: case_specs()
-        max_abs_err=value,
-        tolerance=tol,
-        passed=text is None and value is not None and value <= tol,
-        seconds=_finite(ev.get("seconds")),
-        error=text,
-    )
+    passed = text is None and value is not None and value <= tol
+    ours = {k: spec[k] for k in ("name", "function", "dtype", "head_dim", "causal")}  # from case_specs()
+    seconds = _finite(ev.get("seconds"))
+    return CaseResult(**ours, max_abs_err=value, tolerance=tol, passed=passed, seconds=seconds, error=text)
 
 
 def _problem(ev: Mapping[str, Any]) -> ImportProblem:

@@ -84,7 +84,7 @@ def smoke_step(
     reinstall = functools.partial(unmet.for_problem, facts)
     sglang = facts.sglang.fa4_module if facts.sglang else BY_KEY["fa4-sglang"].module
     targets = [SmokeTarget(k, sglang if k == "fa4-sglang" else BY_KEY[k].module, _API[k]) for k in keys]
-    cache = VerdictCache(facts, options, targets, devices, [pin_for(d, facts) for d in devices])
+    cache = VerdictCache(facts, options, targets, devices)
     findings: list[Finding] = []
     rows: list[DeviceSmoke] = []
     per_gpu: dict[str, dict[str, str]] = {}
@@ -156,12 +156,7 @@ class VerdictCache:
     """The smoke step's use of the verdict cache: reuse a passing verdict whose fingerprint holds, store a new one."""
 
     def __init__(
-        self,
-        facts: Facts,
-        options: CheckOptions,
-        targets: Sequence[SmokeTarget],
-        devices: Sequence[GpuDevice],
-        pins: Sequence[str],
+        self, facts: Facts, options: CheckOptions, targets: Sequence[SmokeTarget], devices: list[GpuDevice]
     ) -> None:
         from fa_doctor.smoke import verdict_key, verdicts
 
@@ -173,6 +168,7 @@ class VerdictCache:
         self.changed: tuple[str, ...] = ()
         self.fingerprint: Fingerprint | None
         try:
+            pins = [pin_for(d, facts) for d in devices]
             self.fingerprint = verdict_key.compute(facts, targets, devices, pins, self.env, options.python_flags)
         except Exception:  # a verdict that cannot be fingerprinted is run, never reused
             self.fingerprint = None
@@ -214,11 +210,9 @@ class VerdictCache:
         if self.verdict is None:
             return finding
         p = self.verdict.proven
-        return dataclasses.replace(
-            finding,
-            title=f"{finding.title} (verdict reused: proven {p.at} on {p.host})",
-            evidence={**finding.evidence, "cached": True, "proven_at": p.at, "proven_on": p.host},
-        )
+        title = f"{finding.title} (verdict reused: proven {p.at} on {p.host})"
+        evidence = {**finding.evidence, "cached": True, "proven_at": p.at, "proven_on": p.host}
+        return dataclasses.replace(finding, title=title, evidence=evidence)
 
     def settle(self, rows: Sequence[DeviceSmoke], complete: bool) -> None:
         """After a run: a verdict that passed everywhere is stored; anything else removes the stored one."""

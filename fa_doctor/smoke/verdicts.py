@@ -212,17 +212,13 @@ def parse(raw: bytes | None, fingerprint: str) -> Verdict | None:
         want = {"schema": SCHEMA, "tool_version": fa_doctor.__version__, "fingerprint": fingerprint}
         if not isinstance(doc, dict) or any(doc.get(k) != v for k, v in want.items()):
             return None
-        proven = {k: _check(doc["proven"][k], "str") for k in ("at", "host", "tool_version")}
+        p = doc["proven"]
+        at, host, tool = (_check(p[k], "str") for k in ("at", "host", "tool_version"))
+        proven = Proven(at, host, tool, _check(p["gpus"], "strs"))
         results = tuple((_check(item["device"], "str"), _result(item["result"])) for item in doc["results"])
         if not results:
             return None
-        return Verdict(
-            fingerprint,
-            _check(doc["parts"], "map"),
-            Proven(**proven, gpus=_check(doc["proven"]["gpus"], "strs")),
-            results,
-            _check(doc["watch"], "map"),
-        )
+        return Verdict(fingerprint, _check(doc["parts"], "map"), proven, results, _check(doc["watch"], "map"))
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
 
