@@ -110,9 +110,8 @@ _CACHE_OWN = frozenset(
 
 def cache_identity(config: dict[str, Any], torch: Any) -> dict[str, Any]:
     """What the child's result depends on: a cache filled under different values must not be used."""
-    device = str(config["device"])
-    gpu = device
-    if device.startswith("cuda"):
+    gpu = str(config["device"])
+    if gpu.startswith("cuda"):
         try:
             major, minor = torch.cuda.get_device_capability(0)
             gpu = f"{torch.cuda.get_device_name(0)} sm_{major}{minor}"

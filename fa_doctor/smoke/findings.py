@@ -220,7 +220,25 @@ def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ..
     ev = dict(p.evidence) if p else {}
     cause = p.cause if p else "unknown"
     if cause == "cute_dsl_missing":
-        return _cute_dsl_remedies(r, ev, py)
+        found = r.environment.get(names.CUTLASS_DSL) or r.environment.get(names.DSL_CORE)
+        ver = version_of(str(found)) if found else None  # the child's text: only a real version goes into a command
+        remedies = []
+        if str(ev.get("module", "")).startswith("cutlass") and ver and py.startswith("/"):
+            # From 4.6.0 on the `cutlass` package ships in libs-core; before, in the metapackage's own wheel.
+            owner = names.DSL_CORE if ecosystem.exists(names.DSL_CORE, ver) else names.CUTLASS_DSL
+            text = (
+                f"The `cutlass` Python package of CuTe DSL {ver} ships in {owner}: reinstall it at that version, "
+                "without its dependencies."
+            )
+            remedies.append(planned(ReinstallSame((f"{owner}=={ver}",), text)))
+        remedies.append(
+            Remedy(
+                f"Install {names.FLASH_ATTN_4} and its CuTe DSL runtime into this interpreter's own site-packages, "
+                "not with `pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on "
+                "sys.path is only read in a real site directory (the reinstall below does it)."
+            )
+        )
+        return tuple(remedies)
     if cause in _SIMPLE:
         text, argvs = _SIMPLE[cause]
         return (Remedy(text, actions=_run(py, *argvs)),)
@@ -269,25 +287,3 @@ def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ..
         text = "Run the import by hand to see the full traceback."
         actions = _run(py, (_PY, "-c", line)) if line else ()
     return (Remedy(text, actions=actions),)
-
-
-def _cute_dsl_remedies(r: SmokeResult, ev: dict[str, Any], py: str) -> tuple[Remedy, ...]:
-    found = r.environment.get(names.CUTLASS_DSL) or r.environment.get(names.DSL_CORE)
-    ver = version_of(str(found)) if found else None  # the child's text: only a real version goes into a command
-    remedies = []
-    if str(ev.get("module", "")).startswith("cutlass") and ver and py.startswith("/"):
-        # From 4.6.0 on the `cutlass` package ships in libs-core; before, in the metapackage's own wheel.
-        owner = names.DSL_CORE if ecosystem.exists(names.DSL_CORE, ver) else names.CUTLASS_DSL
-        text = (
-            f"The `cutlass` Python package of CuTe DSL {ver} ships in {owner}: reinstall it at that version, "
-            "without its dependencies."
-        )
-        remedies.append(planned(ReinstallSame((f"{owner}=={ver}",), text)))
-    remedies.append(
-        Remedy(
-            f"Install {names.FLASH_ATTN_4} and its CuTe DSL runtime into this interpreter's own site-packages, "
-            "not with `pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on "
-            "sys.path is only read in a real site directory (the reinstall below does it)."
-        )
-    )
-    return tuple(remedies)

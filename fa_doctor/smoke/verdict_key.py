@@ -132,6 +132,7 @@ def compute(
     """Stat calls and a few small reads only: this runs before every `exec` of an unchanged node."""
     target = facts.target
     real = _real(target.executable)  # a venv link's binary, and its stat: a rebuilt python at the same path
+    gpus = [(d.index, d.physical_index, d.name, d.capability, d.memory_mib, d.uuid) for d in devices]
     parts: dict[str, str] = {
         "tool": _tool(fa_doctor.__version__),
         "interpreter": digest(
@@ -142,12 +143,7 @@ def compute(
         "path": digest(*((p, stat_key(p)) for p in target.sys_path)),
         "flags": digest(tuple(python_flags)),
         "cwd": digest(target.cwd, stat_key(target.cwd) if target.cwd else None),
-        "gpus": digest(
-            facts.gpus.driver_version,
-            facts.gpus.cuda_driver_version,
-            [(d.index, d.physical_index, d.name, d.capability, d.memory_mib, d.uuid) for d in devices],
-            list(pins),
-        ),
+        "gpus": digest(facts.gpus.driver_version, facts.gpus.cuda_driver_version, gpus, list(pins)),
     }
     wanted = dict.fromkeys(n for t in targets for n in distributions_of(t.key))
     for name in wanted:
