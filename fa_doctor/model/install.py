@@ -96,8 +96,5 @@ class SglangFacts:
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"version": self.version, "accepted_fa_versions": sorted(self.accepted_versions)}
         out |= {k: getattr(self, k) for k in ("fa4_module", "fa4_vendored", "fa4_from")}
-        return out | {
-            "reads_SGLANG_FLASHATTENTION_VERSION": self.reads_override,
-            "rules_from": self.source,
-            "note": self.note,
-        }
+        out["reads_SGLANG_FLASHATTENTION_VERSION"] = self.reads_override
+        return out | {"rules_from": self.source, "note": self.note}

@@ -98,14 +98,5 @@ def case_specs(api: str) -> tuple[dict[str, Any], ...]:
 
 
 def _spec(name: str, fn: str, dtype: str, d: int, causal: bool, lens: tuple[int, ...]) -> dict[str, Any]:
-    return {
-        "name": name,
-        "function": fn,
-        "dtype": dtype,
-        "head_dim": d,
-        "causal": causal,
-        "seqlens": list(lens),
-        "heads": HEADS,
-        "kv_heads": KV_HEADS,
-        "tolerance": TOLERANCE[dtype],
-    }
+    call = dict(zip(("name", "function", "dtype", "head_dim", "causal"), (name, fn, dtype, d, causal), strict=True))
+    return call | {"seqlens": list(lens), "heads": HEADS, "kv_heads": KV_HEADS, "tolerance": TOLERANCE[dtype]}

@@ -47,12 +47,8 @@ def describe(exc: BaseException) -> dict[str, Any]:
         chain.append(f"{type(link).__name__}: {link}"[:_MAX_TEXT])
         link = link.__cause__ or link.__context__
     lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).splitlines()
-    return {
-        "type": type(exc).__name__,
-        "message": str(exc)[:_MAX_TEXT],
-        "chain": chain,
-        "traceback": "\n".join(lines[-15:])[-_MAX_TEXT:],
-    }
+    tail = "\n".join(lines[-15:])[-_MAX_TEXT:]
+    return {"type": type(exc).__name__, "message": str(exc)[:_MAX_TEXT], "chain": chain, "traceback": tail}
 
 
 @contextlib.contextmanager
