@@ -69,3 +69,16 @@ class Override:
 
 
 Intent = Union[Install, ReinstallSame, Rebuild, Satisfy, InstallTorch, CudaTorch, ReinstallOwners, Override]
+
+
+def describe(intent: Intent) -> str:
+    """One plain phrase for documentation (docs/errors.md)."""
+    if isinstance(intent, Install):
+        return f"install or reinstall `{intent.implementation}` (`fa-doctor check --python PATH` prints it)"
+    if isinstance(intent, Rebuild):
+        extra = ", from source" if intent.from_source else ""
+        env = "".join(f", {k}={v}" for k, v in intent.env)
+        return f"rebuild `{intent.name}` against the installed torch (no build isolation, no wheel cache{extra}{env})"
+    if isinstance(intent, ReinstallSame):
+        return "reinstall " + ", ".join(f"`{s}`" for s in intent.specs) + " without dependencies"
+    return type(intent).__name__
