@@ -251,8 +251,7 @@ def fa2_wheel(
         return None
     tag = f"cp{python[0]}{python[1]}"
     wheel = f"flash_attn-{release}+cu{cuda_major}torch{torch}cxx11abi{abi}-{tag}-{tag}-{platform}.whl"
-    url: str = _tables().FA2_WHEEL_URL.format(tag_name=f"v{release}", wheel_name=wheel, wheel_filename=wheel)
-    return url
+    return str(_tables().FA2_WHEEL_URL.format(tag_name=f"v{release}", wheel_name=wheel, wheel_filename=wheel))
 
 
 def fa2_has_matrix(release: str) -> bool:
@@ -261,8 +260,7 @@ def fa2_has_matrix(release: str) -> bool:
 
 def fa2_release() -> str | None:
     """The newest flash-attn release with a known wheel matrix."""
-    known_ = [v for v in _tables().FA2_WHEELS if _version(v) is not None]
-    return max(known_, key=_key) if known_ else None
+    return max((v for v in _tables().FA2_WHEELS if _version(v) is not None), key=_key, default=None)
 
 
 # The oldest CUDA whose torch builds carry code for a GPU generation: torch >= 2.7's cu126 wheels stop at

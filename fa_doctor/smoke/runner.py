@@ -116,8 +116,7 @@ class _Reader:
     """Collects the child's events, one JSON object a line (the target may write anything on that pipe)."""
 
     def __init__(self, module: str, cute: bool, progress: Callable[[str], None] | None) -> None:
-        self.module, self.cute = module, cute
-        self.progress = progress
+        self.module, self.cute, self.progress = module, cute, progress
         self.events: list[dict[str, Any]] = []
         self.pending = bytearray()
         self.skipping = False  # inside a line longer than _MAX_LINE: dropped up to its end
@@ -145,15 +144,13 @@ class _Reader:
         if not isinstance(event, dict):
             return
         self.events.append(event)
-        if event.get("event") == "info" and event.get("cache_warm") is True:
-            self.warm = True
-        if event.get("event") == "phase" and event.get("state") == "start" and self.progress:
-            message = self._message(event.get("name"))
-            if message:
-                try:
-                    self.progress(message)
-                except Exception:  # a broken progress callback must not lose results
-                    self.progress = None
+        self.warm |= event.get("event") == "info" and event.get("cache_warm") is True
+        starts = event.get("event") == "phase" and event.get("state") == "start"
+        if starts and self.progress and (message := self._message(event.get("name"))):
+            try:
+                self.progress(message)
+            except Exception:  # a broken progress callback must not lose results
+                self.progress = None
 
     def _message(self, name: object) -> str | None:
         if name == "first_call":
