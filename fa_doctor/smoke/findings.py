@@ -92,11 +92,6 @@ def skipped_finding(reason: str, *, require_gpu: bool) -> Finding:
 _OMIT = frozenset({"key", "phases", "error", "stdout_tail", "stderr_tail"})
 
 
-def _evidence(r: SmokeResult, **extra: Any) -> dict[str, Any]:
-    doc = {k: v for k, v in r.to_dict().items() if k not in _OMIT}
-    return {"implementation": r.key, "phases": {k: round(v, 3) for k, v in r.phases.items()}, **doc, **extra}
-
-
 def _timings(r: SmokeResult) -> str:
     keys = ("import", "first_call", "check", "total")
     parts = [f"{key.replace('_', ' ')} {r.phases[key]:.2f} s" for key in keys if key in r.phases]
@@ -119,7 +114,9 @@ def _finding(
     """A finding about `r` (each but smoke.passed fails): its key leads the title, empty lines leave the detail."""
     severity = Severity.OK if fid == "smoke.passed" else Severity.FAIL
     detail = Lines(line for line in lines if line)
-    return Finding(fid, severity, f"{r.key}: {title}", detail, _evidence(r, **extra), tuple(remedies))
+    doc = {k: v for k, v in r.to_dict().items() if k not in _OMIT}
+    evidence = {"implementation": r.key, "phases": {k: round(v, 3) for k, v in r.phases.items()}, **doc, **extra}
+    return Finding(fid, severity, f"{r.key}: {title}", detail, evidence, tuple(remedies))
 
 
 def _passed(r: SmokeResult, reinstall: Reinstall) -> Finding:

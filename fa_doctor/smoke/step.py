@@ -1,6 +1,5 @@
 """The smoke-test part of `check`: which implementations, on which GPUs, one child each; or the stored verdict of
-an unchanged node (docs/smoke.md, "Verdict cache": `--fresh` and `--no-cache` run the kernels whatever is stored,
-and a run that does not pass on every GPU removes the stored verdict of its fingerprint)."""
+an unchanged node (docs/smoke.md, "Verdict cache", gives the rules)."""
 
 from __future__ import annotations
 

@@ -163,8 +163,7 @@ def compute(
 
 
 def watched(results: Iterable[SmokeResult]) -> list[str] | None:
-    """Every file the children loaded; None when a child did not say (a list cut short): such a verdict is not
-    stored."""
+    """Every file the children loaded; None when a child did not say (such a verdict is not stored)."""
     results = list(results)
     if not results or any(not r.loaded for r in results):
         return None
