@@ -28,10 +28,9 @@ class Shell(str, Enum):
         return self in (Shell.BASH, Shell.ZSH, Shell.SH)
 
 
-def _name(*names: str) -> None:
-    for name in names:
-        if not _NAME.match(name):
-            raise ValueError(f"not an environment variable name: {name!r}")
+def _name(name: str) -> None:
+    if not _NAME.match(name):
+        raise ValueError(f"not an environment variable name: {name!r}")
 
 
 def _text(what: str, *values: str) -> None:

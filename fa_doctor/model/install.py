@@ -27,8 +27,8 @@ class Distribution:
 
     def to_dict(self) -> dict[str, object]:
         keys = ("distribution", "version", "location", "metadata", "installer", "editable", "direct_url")
-        values = (self.name, self.version, self.location, self.metadata_dir, self.installer, self.editable_dir)
-        return dict(zip(keys, (*values, self.direct_url), strict=True))
+        names = ("name", "version", "location", "metadata_dir", "installer", "editable_dir", "direct_url")
+        return {key: getattr(self, name) for key, name in zip(keys, names, strict=True)}
 
 
 @dataclass(frozen=True, slots=True)
