@@ -58,15 +58,7 @@ def _import_line(module: str) -> str | None:
 
 
 def smoke_findings(result: SmokeResult, *, reinstall: Reinstall) -> list[Finding]:
-    build = {
-        "passed": _passed,
-        "mismatch": _mismatch,
-        "failed": _failed,
-        "crashed": _crashed,
-        "timeout": _timeout,
-        "import_failed": _failed,
-    }.get(result.status, _crashed)
-    return [build(result, reinstall)]
+    return [_BUILD.get(result.status, _crashed)(result, reinstall)]
 
 
 def skipped_finding(reason: str, *, require_gpu: bool) -> Finding:
@@ -203,6 +195,10 @@ def _timeout(r: SmokeResult, reinstall: Reinstall) -> Finding:
     title = f"the smoke test did not finish within {r.timeout:g} s"
     lines = [f"The child was killed after {r.timeout:g} s{during}.", why, _timings(r)]
     return _finding("smoke.timeout", r, title, lines, remedies)
+
+
+# The finding each result status makes ("crashed" and anything unknown: _crashed).
+_BUILD = {"passed": _passed, "mismatch": _mismatch, "failed": _failed, "timeout": _timeout, "import_failed": _failed}
 
 
 def _problem_evidence(p: ImportProblem | None) -> dict[str, Any]:
