@@ -108,8 +108,7 @@ def run_smoke(
     os.close(wfd)
     # A child stuck in the kernel (uninterruptible GPU wait) cannot be reaped: it is reported without its status.
     done = child.collect(timeout, max_output=_TAIL, extra={rfd: reader.feed}, reap=reap_seconds)
-    total = time.perf_counter() - start
-    return reader.result(base, specs, done, total, notes)
+    return reader.result(base, specs, done, time.perf_counter() - start, notes)
 
 
 class _Reader:

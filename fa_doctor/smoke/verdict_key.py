@@ -145,8 +145,7 @@ def compute(
         "cwd": digest(target.cwd, stat_key(target.cwd) if target.cwd else None),
         "gpus": digest(facts.gpus.driver_version, facts.gpus.cuda_driver_version, gpus, list(pins)),
     }
-    wanted = dict.fromkeys(n for t in targets for n in distributions_of(t.key))
-    for name in wanted:
+    for name in dict.fromkeys(n for t in targets for n in distributions_of(t.key)):
         copies = facts.scan.named(name)
         parts[f"dist:{name}"] = digest(*(_distribution(d) for d in copies)) if copies else "absent"
     torch = facts.torch
