@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor.catalog import names
+from fa_doctor.catalog.families import normalize as _norm
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -22,10 +23,6 @@ def _tables() -> Any:
     from fa_doctor.catalog import releases  # 400 KB of tables: loaded on the first question
 
     return releases
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _key(text: str) -> Version:
@@ -46,8 +43,7 @@ def _version(text: str) -> Version | None:
 
 def versions(name: str) -> tuple[str, ...]:
     """Every non-yanked release of `name` on the index, oldest first (empty when the catalog does not track it)."""
-    found: tuple[str, ...] = _tables().VERSIONS.get(_norm(name), ())
-    return found
+    return tuple(_tables().VERSIONS.get(_norm(name), ()))
 
 
 def known(name: str) -> bool:
@@ -126,8 +122,6 @@ def releases_pinning(name: str, dep: str, dep_version: str, python: tuple[int, i
 
 
 # ---- torch and CUDA ------------------------------------------------------------------------------------------
-
-
 @lru_cache(maxsize=64)
 def pypi_torch_cuda(torch_version: str) -> int | None:
     """The CUDA major of PyPI's default torch build of this release (from its nvidia-cuda-runtime pin)."""
@@ -143,8 +137,7 @@ def pypi_torch_cuda(torch_version: str) -> int | None:
 def kernel_torch(kernel: str, version: str) -> str | None:
     """The torch a kernel release that declares none is built for: the one every sglang release pinning it pins
     (None when they disagree or none pins it)."""
-    torches = {pin(names.SGLANG, s, names.TORCH) for s in releases_pinning(names.SGLANG, kernel, version)}
-    torches.discard(None)
+    torches = {t for s in releases_pinning(names.SGLANG, kernel, version) if (t := pin(names.SGLANG, s, names.TORCH))}
     return torches.pop() if len(torches) == 1 else None
 
 
@@ -163,13 +156,10 @@ def sgl_kernel_cuda(version: str) -> int | None:
 
 def torch_channels(torch_mm: tuple[int, int]) -> tuple[str, ...]:
     """download.pytorch.org's CUDA channels for a torch release (`cu126`, ...), oldest CUDA first."""
-    found: tuple[str, ...] = _tables().TORCH_CHANNELS.get(f"{torch_mm[0]}.{torch_mm[1]}", ())
-    return found
+    return tuple(_tables().TORCH_CHANNELS.get(f"{torch_mm[0]}.{torch_mm[1]}", ()))
 
 
 # ---- the CuTe DSL (FA4's runtime) ----------------------------------------------------------------------------
-
-
 def dsl_closure(version: str, cuda_major: int | None) -> tuple[str, ...]:
     """The DSL split packages that `nvidia-cutlass-dsl==version` brings in on Linux x86-64, with the `[cu13]`
     extra for a CUDA 13 torch: read from the released metadata, each checked to exist at that version."""
@@ -234,8 +224,6 @@ def admits_python(name: str, version: str, python: tuple[int, int] | None) -> bo
 
 
 # ---- FA2 release wheels --------------------------------------------------------------------------------------
-
-
 def fa2_wheel(
     release: str, torch_mm: tuple[int, int], cuda_major: int, cxx11abi: bool, python: tuple[int, int], platform: str
 ) -> str | None:
@@ -263,8 +251,7 @@ def fa2_wheel(
         return None
     tag = f"cp{python[0]}{python[1]}"
     wheel = f"flash_attn-{release}+cu{cuda_major}torch{torch}cxx11abi{abi}-{tag}-{tag}-{platform}.whl"
-    url: str = _tables().FA2_WHEEL_URL.format(tag_name=f"v{release}", wheel_name=wheel, wheel_filename=wheel)
-    return url
+    return str(_tables().FA2_WHEEL_URL.format(tag_name=f"v{release}", wheel_name=wheel, wheel_filename=wheel))
 
 
 def fa2_has_matrix(release: str) -> bool:
@@ -273,8 +260,7 @@ def fa2_has_matrix(release: str) -> bool:
 
 def fa2_release() -> str | None:
     """The newest flash-attn release with a known wheel matrix."""
-    known_ = [v for v in _tables().FA2_WHEELS if _version(v) is not None]
-    return max(known_, key=_key) if known_ else None
+    return max((v for v in _tables().FA2_WHEELS if _version(v) is not None), key=_key, default=None)
 
 
 # The oldest CUDA whose torch builds carry code for a GPU generation: torch >= 2.7's cu126 wheels stop at

@@ -1,40 +1,16 @@
-"""Which FA family a distribution belongs to, over the catalog's data (fa_doctor/catalog, docs/families.md)."""
+"""Which FA family a distribution belongs to, over the catalog's data (docs/catalog.md); the implementations are
+re-exported for the checks."""
 
 from __future__ import annotations
 
 import re
 
 from fa_doctor.catalog import names
-from fa_doctor.catalog.implementations import (
-    BY_KEY,
-    FA2,
-    FA3,
-    FA3_SGL,
-    FA4,
-    FA4_SGLANG,
-    IMPLEMENTATIONS,
-    VLLM_FA,
-    Implementation,
-)
-from fa_doctor.catalog.names import GUARDED_TOP_LEVEL
-
-__all__ = [
-    "BY_KEY",
-    "FA2",
-    "FA3",
-    "FA3_SGL",
-    "FA4",
-    "FA4_SGLANG",
-    "FA_DISTRIBUTIONS",
-    "GUARDED_TOP_LEVEL",
-    "IMPLEMENTATIONS",
-    "RELATED_DISTRIBUTIONS",
-    "VLLM_FA",
-    "Implementation",
-    "family_of",
-    "is_interesting",
-    "normalize",
-]
+from fa_doctor.catalog.implementations import BY_KEY as BY_KEY
+from fa_doctor.catalog.implementations import FA4_SGLANG as FA4_SGLANG
+from fa_doctor.catalog.implementations import IMPLEMENTATIONS as IMPLEMENTATIONS
+from fa_doctor.catalog.implementations import Implementation as Implementation
+from fa_doctor.catalog.names import GUARDED_TOP_LEVEL as GUARDED_TOP_LEVEL
 
 
 def normalize(name: str) -> str:
@@ -45,7 +21,7 @@ def normalize(name: str) -> str:
 
 # Distribution names that make up an FA stack besides the implementations themselves.
 FA_DISTRIBUTIONS = frozenset(d for impl in IMPLEMENTATIONS for d in impl.distributions) - set(names.SERVERS)
-RELATED_DISTRIBUTIONS = frozenset(names.RELATED)
+_KNOWN = FA_DISTRIBUTIONS | frozenset(names.RELATED)
 # Unknown forks are caught by name shape, without opening every distribution's files.
 _INTERESTING = re.compile(r"flash|attn|^fa\d|sgl|cutlass")
 # Substrings every interesting name contains: a cheap pre-filter before the sets and the regex.
@@ -54,14 +30,8 @@ _RUNTIME = frozenset(names.FA4_RUNTIME)
 _OWN_ROW = frozenset((names.SGLANG, names.VLLM, names.TORCH, names.KERNELS, names.TRANSFORMERS))
 
 
-def is_interesting(normalized_name: str) -> bool:
-    if _CHEAP.search(normalized_name) is None:
-        return False
-    return (
-        normalized_name in FA_DISTRIBUTIONS
-        or normalized_name in RELATED_DISTRIBUTIONS
-        or _INTERESTING.search(normalized_name) is not None
-    )
+def is_interesting(name: str) -> bool:
+    return _CHEAP.search(name) is not None and (name in _KNOWN or _INTERESTING.search(name) is not None)
 
 
 def family_of(normalized_name: str) -> str:

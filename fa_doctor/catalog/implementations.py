@@ -24,15 +24,12 @@ class Implementation:
     note: str = ""
 
     def supports(self, capability: tuple[int, int]) -> bool:
-        if self.capabilities:
-            return capability in self.capabilities
-        return capability[0] in self.majors
+        return capability in self.capabilities if self.capabilities else capability[0] in self.majors
 
     @property
     def capability_text(self) -> str:
-        if self.capabilities:
-            return ", ".join(f"{a}.{b}" for a, b in sorted(self.capabilities))
-        return ", ".join(f"{m}.x" for m in sorted(self.majors))
+        exact = [f"{a}.{b}" for a, b in sorted(self.capabilities)]
+        return ", ".join(exact or [f"{m}.x" for m in sorted(self.majors)])
 
 
 FA2 = Implementation(

@@ -1,16 +1,12 @@
-"""Environment variables that pin or steer an FA version, and their valid values per release.
-
-Each rule was read in the released artifact docs/fix.md ("Knob facts") cites: sglang 0.5.23, flash-attn-4 4.0.0b36
-(`cute/cache_utils.py`: the cache folder is read only when the switch is exactly "1"), nvidia-cutlass-dsl-libs-core
-4.8.1 (`Arch[name]`; wgmma needs exactly sm_90a; tcgen05 the a/f-suffixed sm_100f or sm_110f family).
-"""
+"""Environment variables that pin or steer an FA version, and their valid values per release: each rule was read in
+the released artifact docs/fix.md ("Knob facts") cites."""
 
 from __future__ import annotations
 
 OVERRIDE = "SGLANG_FLASHATTENTION_VERSION"  # our users' deployment-level pin (upstream SGLang does not read it)
 
 FA4_CACHE_ENABLED = "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED"
-FA4_CACHE_ENABLED_ON = "1"
+FA4_CACHE_ENABLED_ON = "1"  # exactly: any other value leaves the cache folder unread
 FA4_CACHE_DIR = "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR"
 
 DSL_ARCH = "CUTE_DSL_ARCH"

@@ -30,14 +30,6 @@ class Refusal:
         where, backend, models, when, file = head.split(" ", 4)
         return cls(where, backend, models, when, file, error)
 
-    def hits(self, phase: str, backend: str, flag: str | None) -> bool:
-        """Whether it applies to `backend` running `phase`, chosen by `flag` (None: SGLang's default or a pin)."""
-        if backend != self.backend:
-            return False
-        if self.where.startswith("--"):
-            return self.where == (flag or "--attention-backend")
-        return self.where == phase
-
     @property
     def text(self) -> str:
         when = "at start-up" if self.when == "start-up" else "at its first call"
@@ -131,7 +123,10 @@ class SglangRules:
         return frozenset(v for _, v in self.backends)
 
     def refusals_for(self, phase: str, backend: str, flag: str | None) -> tuple[Refusal, ...]:
-        return tuple(r for r in self.refusals if r.hits(phase, backend, flag))
+        """Those for `backend` running `phase`, chosen by `flag` (None: SGLang's default or a pin)."""
+        flagged = flag or "--attention-backend"
+        hits = [r for r in self.refusals if r.where == (flagged if r.where.startswith("--") else phase)]
+        return tuple(r for r in hits if r.backend == backend)
 
     def gate(self, backend: str) -> Gate | None:
         return next((g for g in self.gates if g.backend == backend), None)
@@ -173,13 +168,11 @@ class VllmRules:
 
 def vllm_last_reading() -> str | None:
     """The newest vLLM release in the catalog that reads VLLM_FLASH_ATTN_VERSION."""
-    rows = _servers().VLLM
-    return next((v for v in reversed(list(rows)) if rows[v]["env"]), None)
+    return next((v for v, row in reversed(_servers().VLLM.items()) if row["env"]), None)
 
 
 def vllm_newest() -> str | None:
-    rows = list(_servers().VLLM)
-    return rows[-1] if rows else None
+    return next(reversed(_servers().VLLM), None)
 
 
 def _servers() -> Any:
@@ -226,18 +219,11 @@ def vllm(version: str) -> VllmRules | None:
     row = _servers().VLLM.get(_public(version))
     if row is None:
         return None
-
-    def ints(text: str) -> tuple[int, ...]:
-        return tuple(int(v) for v in text.split() if v.isdigit())
-
-    return VllmRules(
-        _public(version), row["env"], ints(row["env_accepts"]), ints(row["config"]), row["unsupported"], row["wheel"]
-    )
+    accepts, config = (tuple(int(v) for v in row[key].split() if v.isdigit()) for key in ("env_accepts", "config"))
+    return VllmRules(_public(version), row["env"], accepts, config, row["unsupported"], row["wheel"])
 
 
 # ---- printed installs, resolved when the catalog was generated -------------------------------------------------
-
-
 def install_key(
     requirements: tuple[str, ...], options: tuple[str, ...], constraints: tuple[str, ...], python: str
 ) -> str:

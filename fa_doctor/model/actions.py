@@ -1,9 +1,5 @@
-"""A remedy as typed actions, rendered to paste-safe text per shell by one function.
-
-Every value in an action may come from the target (metadata, paths, versions) and is hostile: `render` quotes
-each argument for the shell it targets, so `$(...)`, backticks, quotes, `;`, `>` and newlines stay data.
-`fix` reads the same actions through `invocation` (argv, environment, stdin) and never goes through a shell.
-"""
+"""A remedy as typed actions. Every value may come from the target and is hostile: render/shell.py quotes each
+argument for its shell, and `fix` runs the same actions through `invocation` (argv, environment, stdin), no shell."""
 
 from __future__ import annotations
 
@@ -11,7 +7,7 @@ import posixpath
 import re
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any, Union
+from typing import Any, Union, get_args
 
 from fa_doctor.catalog.knobs import OVERRIDE
 
@@ -32,16 +28,14 @@ class Shell(str, Enum):
         return self in (Shell.BASH, Shell.ZSH, Shell.SH)
 
 
-def _name(name: str) -> str:
+def _name(name: str) -> None:
     if not _NAME.match(name):
         raise ValueError(f"not an environment variable name: {name!r}")
-    return name
 
 
-def _text(value: str, what: str) -> str:
-    if "\0" in value:
+def _text(what: str, *values: str) -> None:
+    if any("\0" in value for value in values):
         raise ValueError(f"{what} contains a NUL byte")
-    return value
 
 
 def _words(values: tuple[str, ...], what: str, nul: str, breaks: str = "\n\r") -> None:
@@ -49,11 +43,11 @@ def _words(values: tuple[str, ...], what: str, nul: str, breaks: str = "\n\r") -
     for value in values:
         if not value or value.startswith("-") or any(c in value for c in breaks):
             raise ValueError(f"not a {what}: {value!r}")
-        _text(value, nul)
+        _text(nul, value)
 
 
 def _absolute(path: str, what: str) -> str:
-    _text(path, what)
+    _text(what, path)
     if not posixpath.isabs(path):
         raise ValueError(f"{what} must be an absolute path: {path!r}")
     return posixpath.normpath(path)
@@ -68,7 +62,7 @@ class SetEnv:
 
     def __post_init__(self) -> None:
         _name(self.name)
-        _text(self.value, "value")
+        _text("value", self.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,15 +89,14 @@ class PipInstall:
         if not self.requirements:
             raise ValueError("pip install needs at least one requirement")
         _words(self.requirements, "requirement", "requirement")
-        for opt in self.options:
-            _text(opt, "option")
+        _text("option", *self.options)
         # Option values follow their option (`--index-url URL`); the first word must be an option.
         if self.options and not self.options[0].startswith("-"):
             raise ValueError(f"options must start with an option: {self.options[0]!r}")
         _words(self.constraints, "constraint", "constraint")
         for key, value in self.env:
             _name(key)
-            _text(value, "value")
+            _text("value", value)
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -152,8 +145,7 @@ class MovePath:
 
 def _strictly_inside(path: str, root: str) -> bool:
     root = root.rstrip("/") or "/"
-    prefix = root if root == "/" else root + "/"
-    return path != root and path.startswith(prefix)
+    return path != root and path.startswith(root.rstrip("/") + "/")
 
 
 def move_aside(path: str, root: str) -> MovePath:
@@ -170,8 +162,7 @@ class RunCommand:
     def __post_init__(self) -> None:
         if not self.argv or not self.argv[0]:
             raise ValueError("empty command")
-        for arg in self.argv:
-            _text(arg, "argument")
+        _text("argument", *self.argv)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +177,7 @@ class EditFile:
         object.__setattr__(self, "path", _absolute(self.path, "path"))
         _name(self.variable)
         if self.value is not None:
-            _text(self.value, "value")
+            _text("value", self.value)
 
     @property
     def argv(self) -> tuple[str, ...]:
@@ -238,16 +229,9 @@ class BuildFromClone:
 
 Action = Union[SetEnv, UnsetEnv, PipInstall, PipUninstall, MovePath, RunCommand, EditFile, BuildFromClone]
 
-KINDS: dict[type[Any], str] = {
-    SetEnv: "set-env",
-    UnsetEnv: "unset-env",
-    PipInstall: "pip-install",
-    PipUninstall: "pip-uninstall",
-    MovePath: "move-path",
-    RunCommand: "run",
-    EditFile: "edit-file",
-    BuildFromClone: "build-from-clone",
-}
+# An action's `kind` in JSON: its class name in kebab case (set-env, pip-install, ...), RunCommand's "run".
+KINDS: dict[type[Any], str] = {cls: re.sub(r"(?<!^)(?=[A-Z])", "-", cls.__name__).lower() for cls in get_args(Action)}
+KINDS[RunCommand] = "run"
 
 
 def to_dict(action: Action) -> dict[str, Any]:

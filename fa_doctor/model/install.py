@@ -29,15 +29,9 @@ class Distribution:
     problem: str | None = None  # metadata unreadable
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "distribution": self.name,
-            "version": self.version,
-            "location": self.location,
-            "metadata": self.metadata_dir,
-            "installer": self.installer,
-            "editable": self.editable_dir,
-            "direct_url": self.direct_url,
-        }
+        keys = ("distribution", "version", "location", "metadata", "installer", "editable", "direct_url")
+        names = ("name", "version", "location", "metadata_dir", "installer", "editable_dir", "direct_url")
+        return {key: getattr(self, name) for key, name in zip(keys, names, strict=True)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +46,7 @@ class DistributionScan:
         return [d for d in self.distributions if d.normalized in wanted]
 
     def first(self, *names: str) -> Distribution | None:
-        found = self.named(*names)
-        return found[0] if found else None
+        return next(iter(self.named(*names)), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,13 +97,7 @@ class SglangFacts:
         return self.rules.source if self.rules else "scan"
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "version": self.version,
-            "accepted_fa_versions": sorted(self.accepted_versions),
-            "fa4_module": self.fa4_module,
-            "fa4_vendored": self.fa4_vendored,
-            "fa4_from": self.fa4_from,
-            "reads_SGLANG_FLASHATTENTION_VERSION": self.reads_override,
-            "rules_from": self.source,
-            "note": self.note,
-        }
+        out: dict[str, object] = {"version": self.version, "accepted_fa_versions": sorted(self.accepted_versions)}
+        out |= {k: getattr(self, k) for k in ("fa4_module", "fa4_vendored", "fa4_from")}
+        out["reads_SGLANG_FLASHATTENTION_VERSION"] = self.reads_override
+        return out | {"rules_from": self.source, "note": self.note}

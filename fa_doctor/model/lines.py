@@ -16,11 +16,8 @@ class Lines(str):
         self.parts = kept
         return self
 
-    def __getnewargs__(self) -> tuple[Any, ...]:
-        # copy.copy() and pickle rebuild it from its parts, not from the joined text
-        return (self.parts,)
-
     def __reduce__(self) -> tuple[Any, ...]:
+        # copy.copy() and pickle rebuild it from its parts, not from the joined text
         return (Lines, (self.parts,))
 
     def __repr__(self) -> str:

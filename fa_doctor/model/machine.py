@@ -23,9 +23,7 @@ class GpuDevice:
         return self.capability is not None
 
     def to_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        out["capability"] = f"{self.capability[0]}.{self.capability[1]}" if self.capability else None
-        return out
+        return asdict(self) | {"capability": f"{self.capability[0]}.{self.capability[1]}" if self.capability else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +36,7 @@ class GpuFacts:
     attempts: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
-        out = asdict(self)
-        out["devices"] = [d.to_dict() for d in self.devices]
-        out["attempts"] = list(self.attempts)
-        return out
+        return asdict(self) | {"devices": [d.to_dict() for d in self.devices], "attempts": list(self.attempts)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,17 +79,9 @@ class TargetFacts:
     cwd: str | None = None  # the target's working directory; None when it was deleted
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "python": self.python,
-            "executable": self.executable,
-            "version": ".".join(map(str, self.version)),
-            "implementation": self.implementation,
-            "prefix": self.prefix,
-            "in_venv": self.in_venv,
-            "machine": self.machine,
-            "libc": self.libc,
-            "sys_path": list(self.sys_path),
-        }
+        keys = ("python", "executable", "version", "implementation", "prefix", "in_venv", "machine", "libc")
+        out: dict[str, object] = {k: getattr(self, k) for k in keys}
+        return out | {"version": ".".join(map(str, self.version)), "sys_path": list(self.sys_path)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,13 +35,9 @@ class CheckOptions:
         out: list[str] = []
         if self.python and self.python_why in ("--python", ""):  # a bare run in the same shell finds the others
             out += ["--python", self.python]
-        for option, value in (
-            ("--attention-backend", self.flags.attention),
-            ("--prefill-attention-backend", self.flags.prefill),
-            ("--decode-attention-backend", self.flags.decode),
-        ):
-            if value:
-                out += [option, value]
+        flags = {"--attention-backend": self.flags.attention, "--prefill-attention-backend": self.flags.prefill}
+        flags["--decode-attention-backend"] = self.flags.decode
+        out += [word for option, value in flags.items() if value for word in (option, value)]
         if self.gpu_arch:
             out += ["--gpu-arch", ",".join(self.gpu_arch)]
         return tuple(out)

@@ -125,8 +125,7 @@ class Result:
     def status(self) -> str:
         if self.error or self.signal is not None:
             return "fail"
-        worst = self.worst
-        return "fail" if worst is Severity.FAIL else "warn" if worst is Severity.WARN else "ok"
+        return "ok" if self.worst is Severity.INFO else self.worst.value
 
     @property
     def counts(self) -> dict[Severity, int]:
@@ -139,9 +138,7 @@ class Result:
         if self.error or any(f.id.startswith("internal.") for f in self.findings):
             return EXIT_ERROR
         worst = self.worst
-        if worst is Severity.FAIL or (self.strict and worst is Severity.WARN):
-            return EXIT_FAIL
-        return EXIT_OK
+        return EXIT_FAIL if worst is Severity.FAIL or (self.strict and worst is Severity.WARN) else EXIT_OK
 
     @property
     def check(self) -> CheckPayload:

@@ -16,13 +16,8 @@ VARLEN_SEQLENS = (37, 64)
 DECODE_SEQLENS, DECODE_CACHE_LEN = (19, 40), 64
 # ~4x the error measured on an H200 (FA4 bf16 d128: 0.002-0.008); fp16 has 3 more mantissa bits (docs/smoke.md).
 TOLERANCE = {"bfloat16": 0.03, "float16": 0.005}
-_VARLEN = (
-    ("bfloat16", 128, True),
-    ("bfloat16", 128, False),
-    ("bfloat16", 64, True),
-    ("bfloat16", 64, False),
-    ("float16", 128, True),
-)
+# (dtype, head_dim, causal): bf16 d128 and d64, causal and not, then fp16 d128 causal.
+_VARLEN = (*[("bfloat16", d, causal) for d in (128, 64) for causal in (True, False)], ("float16", 128, True))
 _KVCACHE_APIS = frozenset({"fa2", "fa3", "sgl"})
 _SHORT = {"bfloat16": "bf16", "float16": "fp16"}
 _NOT_PLAIN = ("phases", "environment", "cases", "error", "loaded")  # converted by SmokeResult.to_dict, or left out
@@ -47,9 +42,6 @@ class CaseResult:
     passed: bool
     seconds: float | None
     error: str | None  # "Type: message" when the call raised, or why the output could not be compared
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +80,7 @@ class SmokeResult:
             "warnings": list(self.warnings),
             "phases": dict(self.phases),
             "environment": dict(self.environment),
-            "cases": [c.to_dict() for c in self.cases],
+            "cases": [asdict(c) for c in self.cases],
             "error": self.error.to_dict() if self.error else None,
         }
 
@@ -106,14 +98,5 @@ def case_specs(api: str) -> tuple[dict[str, Any], ...]:
 
 
 def _spec(name: str, fn: str, dtype: str, d: int, causal: bool, lens: tuple[int, ...]) -> dict[str, Any]:
-    return {
-        "name": name,
-        "function": fn,
-        "dtype": dtype,
-        "head_dim": d,
-        "causal": causal,
-        "seqlens": list(lens),
-        "heads": HEADS,
-        "kv_heads": KV_HEADS,
-        "tolerance": TOLERANCE[dtype],
-    }
+    call = dict(zip(("name", "function", "dtype", "head_dim", "causal"), (name, fn, dtype, d, causal), strict=True))
+    return call | {"seqlens": list(lens), "heads": HEADS, "kv_heads": KV_HEADS, "tolerance": TOLERANCE[dtype]}

@@ -1,8 +1,6 @@
-"""Standalone smoke-test child: run a few tiny FlashAttention calls and compare them with an fp32 reference.
-
-Run as `python -c <this source> <json config>` in the target interpreter (standard library and torch only).
-Results go as JSON lines to the pipe fd the config names, which no C library's stdout can corrupt.
-"""
+"""Standalone smoke-test child, run as `python -c <this source> <json config>` in the target interpreter (standard
+library and torch only): a few tiny FlashAttention calls compared with an fp32 reference. Results go as JSON lines
+to the pipe fd the config names, which no C library's stdout can corrupt."""
 
 from __future__ import annotations
 
@@ -49,43 +47,36 @@ def describe(exc: BaseException) -> dict[str, Any]:
         chain.append(f"{type(link).__name__}: {link}"[:_MAX_TEXT])
         link = link.__cause__ or link.__context__
     lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).splitlines()
-    return {
-        "type": type(exc).__name__,
-        "message": str(exc)[:_MAX_TEXT],
-        "chain": chain,
-        "traceback": "\n".join(lines[-15:])[-_MAX_TEXT:],
-    }
-
-
-def record_warnings(channel: Channel, caught: list[warnings.WarningMessage], seen: set[str]) -> None:
-    for w in caught:
-        # Once per place, as Python's "default" action does: the CuTe DSL warns again for every kernel it compiles.
-        place = f"{w.category.__name__}:{w.filename}:{w.lineno}"
-        if place not in seen and len(seen) < _MAX_WARNINGS:
-            seen.add(place)
-            text = f"{w.category.__name__}: {w.message}"[:500]
-            channel.emit("warning", text=f"{text} ({os.path.basename(w.filename)}:{w.lineno})")
+    tail = "\n".join(lines[-15:])[-_MAX_TEXT:]
+    return {"type": type(exc).__name__, "message": str(exc)[:_MAX_TEXT], "chain": chain, "traceback": tail}
 
 
 @contextlib.contextmanager
-def watch_warnings() -> Iterator[list[warnings.WarningMessage]]:
-    """Record what a user would see: every warning except the deprecation notes Python hides by default."""
+def watch_warnings(channel: Channel, seen: set[str]) -> Iterator[None]:
+    """Report what a user would see: every warning except the deprecation notes Python hides by default."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for category in (DeprecationWarning, PendingDeprecationWarning):
             warnings.filterwarnings("ignore", category=category)
-        yield caught
+        try:
+            yield
+        finally:
+            for w in caught:
+                # Once per place, as Python's "default" action does: the CuTe DSL warns again for every kernel.
+                place = f"{w.category.__name__}:{w.filename}:{w.lineno}"
+                if place not in seen and len(seen) < _MAX_WARNINGS:
+                    seen.add(place)
+                    text = f"{w.category.__name__}: {w.message}"[:500]
+                    channel.emit("warning", text=f"{text} ({os.path.basename(w.filename)}:{w.lineno})")
 
 
 def module_origin(name: str) -> str | None:
     mod = sys.modules.get(name)
     if mod is None:
         return None
-    file = getattr(mod, "__file__", None)
-    if file:
-        return str(file)
     # vLLM's synthetic flash_attn module and namespace packages have no __file__, only a __path__.
-    return "__path__=" + json.dumps([str(p) for p in getattr(mod, "__path__", [])])
+    file = getattr(mod, "__file__", None)
+    return str(file) if file else "__path__=" + json.dumps([str(p) for p in getattr(mod, "__path__", [])])
 
 
 def dist_versions(names: list[str]) -> dict[str, str]:
@@ -115,9 +106,8 @@ _CACHE_OWN = frozenset(
 
 def cache_identity(config: dict[str, Any], torch: Any) -> dict[str, Any]:
     """What the child's result depends on: a cache filled under different values must not be used."""
-    device = str(config["device"])
-    gpu = device
-    if device.startswith("cuda"):
+    gpu = str(config["device"])
+    if gpu.startswith("cuda"):
         try:
             major, minor = torch.cuda.get_device_capability(0)
             gpu = f"{torch.cuda.get_device_name(0)} sm_{major}{minor}"
@@ -172,15 +162,13 @@ def attend(q: Any, k: Any, v: Any, scale: float, causal: bool) -> Any:
     import torch
 
     groups = q.shape[1] // k.shape[1]
-    k = k.repeat_interleave(groups, dim=1)
-    v = v.repeat_interleave(groups, dim=1)
+    k, v = (t.repeat_interleave(groups, dim=1) for t in (k, v))
     scores = torch.einsum("qhd,khd->hqk", q, k) * scale
     if causal:
         lq, lk = q.shape[0], k.shape[0]
         # Bottom-right alignment, as FlashAttention does: the last query sees every key.
-        rows = torch.arange(lq).unsqueeze(1)
-        cols = torch.arange(lk).unsqueeze(0)
-        scores = scores.masked_fill(cols > rows + (lk - lq), float("-inf"))
+        hidden = torch.arange(lk).unsqueeze(0) > torch.arange(lq).unsqueeze(1) + (lk - lq)
+        scores = scores.masked_fill(hidden, float("-inf"))
     return torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v)
 
 
@@ -190,8 +178,7 @@ class Case:
     def __init__(self, spec: dict[str, Any], device: str, index: int, seed: int) -> None:
         import torch
 
-        self.spec = spec
-        self.device = device
+        self.spec, self.device = spec, device
         dtype = getattr(torch, spec["dtype"])
         d, h, hk = int(spec["head_dim"]), int(spec["heads"]), int(spec["kv_heads"])
         self.scale = 1.0 / math.sqrt(d)
@@ -229,9 +216,7 @@ class Case:
         r = fn(**kwargs, softmax_scale=self.scale, causal=self.causal)
         if dev.startswith("cuda"):
             torch.cuda.synchronize()
-        seconds = time.perf_counter() - start
-        out = r[0] if isinstance(r, tuple) else r
-        return out, seconds
+        return (r[0] if isinstance(r, tuple) else r), time.perf_counter() - start
 
     def reference(self) -> Any:
         import torch
@@ -241,8 +226,8 @@ class Case:
             # The single decode query sees keys [0, cache_seqlen) of its own row.
             parts = [attend(q[b], k[b, :n], v[b, :n], self.scale, self.causal) for b, n in enumerate(self.lens)]
             return torch.stack(parts)
-        qs, ks, vs = (t.split(self.lens) for t in (q, k, v))
-        return torch.cat([attend(qs[i], ks[i], vs[i], self.scale, self.causal) for i in range(len(self.lens))])
+        seqs = zip(*(t.split(self.lens) for t in (q, k, v)), strict=True)
+        return torch.cat([attend(qi, ki, vi, self.scale, self.causal) for qi, ki, vi in seqs])
 
     def compare(self, out: Any) -> dict[str, Any]:
         import torch
@@ -258,14 +243,12 @@ class Case:
 
 
 def run_case(channel: Channel, mod: Any, case: Case, seen: set[str]) -> dict[str, Any]:
-    with watch_warnings() as caught:
+    with watch_warnings(channel, seen):
         try:
             out, seconds = case.call(mod)
-            result = {"name": case.spec["name"], "seconds": seconds, "error": None, "out": out}
+            return {"name": case.spec["name"], "seconds": seconds, "error": None, "out": out}
         except Exception as exc:  # the call's failure is the data we report
-            result = {"name": case.spec["name"], "error": describe(exc)}
-    record_warnings(channel, caught, seen)
-    return result
+            return {"name": case.spec["name"], "error": describe(exc)}
 
 
 def finish_case(channel: Channel, case: Case, result: dict[str, Any]) -> None:
@@ -344,16 +327,14 @@ def main(config: dict[str, Any]) -> None:
         use_cache(channel, config, torch)
     elif config.get("api") == "cute":
         disable_cache()
-    with watch_warnings() as caught:
-        try:
+    try:
+        with watch_warnings(channel, seen):
             mod = importlib.import_module(module)
-        except BaseException as exc:  # including SystemExit raised by a broken package
-            record_warnings(channel, caught, seen)
-            env.update(dist_versions(list(config.get("dists", []))))
-            channel.emit("info", environment=env, flash_attn_origin=module_origin("flash_attn"))
-            channel.emit("import_error", stage="module", **describe(exc))
-            return
-    record_warnings(channel, caught, seen)
+    except BaseException as exc:  # including SystemExit raised by a broken package
+        env.update(dist_versions(list(config.get("dists", []))))
+        channel.emit("info", environment=env, flash_attn_origin=module_origin("flash_attn"))
+        channel.emit("import_error", stage="module", **describe(exc))
+        return
     channel.emit("phase", name="import", state="end")
     channel.emit(
         "info", environment=env, module_file=module_origin(module), flash_attn_origin=module_origin("flash_attn")

@@ -4,7 +4,7 @@ caller's `reinstall(key, problem)`; the remedies here use the target interpreter
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fa_doctor.catalog import ecosystem, names
@@ -58,15 +58,7 @@ def _import_line(module: str) -> str | None:
 
 
 def smoke_findings(result: SmokeResult, *, reinstall: Reinstall) -> list[Finding]:
-    build = {
-        "passed": _passed,
-        "mismatch": _mismatch,
-        "failed": _failed,
-        "crashed": _crashed,
-        "timeout": _timeout,
-        "import_failed": _failed,
-    }.get(result.status, _crashed)
-    return [build(result, reinstall)]
+    return [_BUILD.get(result.status, _crashed)(result, reinstall)]
 
 
 def skipped_finding(reason: str, *, require_gpu: bool) -> Finding:
@@ -92,30 +84,31 @@ def skipped_finding(reason: str, *, require_gpu: bool) -> Finding:
 _OMIT = frozenset({"key", "phases", "error", "stdout_tail", "stderr_tail"})
 
 
-def _evidence(r: SmokeResult, **extra: Any) -> dict[str, Any]:
-    doc = {k: v for k, v in r.to_dict().items() if k not in _OMIT}
-    return {"implementation": r.key, "phases": {k: round(v, 3) for k, v in r.phases.items()}, **doc, **extra}
-
-
 def _timings(r: SmokeResult) -> str:
-    names = (("import", "import"), ("first_call", "first call"), ("check", "check"), ("total", "total"))
-    parts = [f"{label} {r.phases[key]:.2f} s" for key, label in names if key in r.phases]
+    keys = ("import", "first_call", "check", "total")
+    parts = [f"{key.replace('_', ' ')} {r.phases[key]:.2f} s" for key in keys if key in r.phases]
     return "phases: " + ", ".join(parts) if parts else ""
 
 
 def _case_lines(r: SmokeResult, only_bad: bool) -> list[str]:
     lines = []
-    for c in r.cases:
-        if only_bad and c.passed:
-            continue
-        if c.error is not None:
-            lines.append(f"{c.name}: {c.error}")
-        else:
-            err = f"{c.max_abs_err:.4g}" if c.max_abs_err is not None else "n/a"
-            cmp = "<=" if c.passed else ">"
-            took = f", {c.seconds:.2f} s" if c.seconds is not None else ""
-            lines.append(f"{c.name}: max abs err {err} {cmp} tolerance {c.tolerance:g}{took}")
+    for c in (c for c in r.cases if not (only_bad and c.passed)):
+        err = f"{c.max_abs_err:.4g}" if c.max_abs_err is not None else "n/a"
+        took = f", {c.seconds:.2f} s" if c.seconds is not None else ""
+        compared = f"max abs err {err} {'<=' if c.passed else '>'} tolerance {c.tolerance:g}{took}"
+        lines.append(f"{c.name}: {c.error if c.error is not None else compared}")
     return lines
+
+
+def _finding(
+    fid: str, r: SmokeResult, title: str, lines: Iterable[str], remedies: Iterable[Remedy] = (), **extra: Any
+) -> Finding:
+    """A finding about `r` (each but smoke.passed fails): its key leads the title, empty lines leave the detail."""
+    severity = Severity.OK if fid == "smoke.passed" else Severity.FAIL
+    detail = Lines(line for line in lines if line)
+    doc = {k: v for k, v in r.to_dict().items() if k not in _OMIT}
+    evidence = {"implementation": r.key, "phases": {k: round(v, 3) for k, v in r.phases.items()}, **doc, **extra}
+    return Finding(fid, severity, f"{r.key}: {title}", detail, evidence, tuple(remedies))
 
 
 def _passed(r: SmokeResult, reinstall: Reinstall) -> Finding:
@@ -125,31 +118,19 @@ def _passed(r: SmokeResult, reinstall: Reinstall) -> Finding:
         first = r.warnings[0] if len(r.warnings[0]) <= 160 else r.warnings[0][:157] + "..."
         lines.append(f"{len(r.warnings)} warning(s) on first use, recorded but harmless: {first}")
     where = f" on {r.device_name}" if r.device_name else ""
-    return Finding(
-        id="smoke.passed",
-        severity=Severity.OK,
-        title=f"{r.key}: {len(r.cases)} FA kernel calls{where} match the fp32 reference",
-        detail=Lines(line for line in lines if line),
-        evidence=_evidence(r),
-    )
+    title = f"{len(r.cases)} FA kernel calls{where} match the fp32 reference"
+    return _finding("smoke.passed", r, title, lines)
 
 
 def _mismatch(r: SmokeResult, reinstall: Reinstall) -> Finding:
     bad = [c.name for c in r.cases if not c.passed]
-    return Finding(
-        id="smoke.mismatch",
-        severity=Severity.FAIL,
-        title=f"{r.key}: FA output differs from the fp32 reference in {len(bad)} of {len(r.cases)} cases",
-        detail=Lines([*_case_lines(r, only_bad=True), _timings(r)]),
-        evidence=_evidence(r, failing_cases=bad),
-        remedies=(
-            Remedy(
-                "The kernel ran but gave wrong numbers, which a server would not notice. Reinstall the build made "
-                "for this GPU and torch; if it persists, report it upstream with this output (`--json`)."
-            ),
-            *reinstall(r.key, None),
-        ),
+    title = f"FA output differs from the fp32 reference in {len(bad)} of {len(r.cases)} cases"
+    wrong = Remedy(
+        "The kernel ran but gave wrong numbers, which a server would not notice. Reinstall the build made "
+        "for this GPU and torch; if it persists, report it upstream with this output (`--json`)."
     )
+    lines = [*_case_lines(r, only_bad=True), _timings(r)]
+    return _finding("smoke.mismatch", r, title, lines, (wrong, *reinstall(r.key, None)), failing_cases=bad)
 
 
 def _failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
@@ -159,19 +140,14 @@ def _failed(r: SmokeResult, reinstall: Reinstall) -> Finding:
     message = p.message if p else "the import failed" if imported else "the FA call failed"
     detail = [p.summary if p else "", message, *(f"caused by: {c}" for c in (p.chain if p else ()))]
     if imported:
-        title = f"{r.key}: `import {r.module}` fails" + (f": {p.summary}" if p else "")
+        title = f"`import {r.module}` fails" + (f": {p.summary}" if p else "")
     elif p is not None and p.evidence.get("stage") == "device":
-        title = f"{r.key}: no kernel could run: {p.summary}"  # the child's torch sees no GPU
+        title = f"no kernel could run: {p.summary}"  # the child's torch sees no GPU
     else:
-        title = f"{r.key}: the FA kernel call raised {message.splitlines()[0][:160]}"
-    return Finding(
-        id="import.failed" if imported else "smoke.failed",
-        severity=Severity.FAIL,
-        title=title,
-        detail=Lines(line for line in (*detail, "" if imported else _timings(r)) if line),
-        evidence=_evidence(r, **_problem_evidence(p)),
-        remedies=(*_cause_remedies(r, p), *reinstall(r.key, p)),
-    )
+        title = f"the FA kernel call raised {message.splitlines()[0][:160]}"
+    remedies = (*_cause_remedies(r, p), *reinstall(r.key, p))
+    fid = "import.failed" if imported else "smoke.failed"
+    return _finding(fid, r, title, [*detail, "" if imported else _timings(r)], remedies, **_problem_evidence(p))
 
 
 def _crashed(r: SmokeResult, reinstall: Reinstall) -> Finding:
@@ -183,39 +159,25 @@ def _crashed(r: SmokeResult, reinstall: Reinstall) -> Finding:
         how = "could not be started"
     during = f" during {r.last_phase.replace('_', ' ')}" if r.last_phase else ""
     tail_lines = r.stderr_tail.strip().splitlines()[-_STDERR_LINES:]
-    tail = "\n".join(tail_lines)
-    py = r.python or "python"
     line = _import_line(r.module)
-    return Finding(
-        id="smoke.crashed",
-        severity=Severity.FAIL,
-        title=f"{r.key}: the smoke-test process {how}{during}",
-        # the child's own lines stay lines (Lines), each escaped on its own by the renderers' boundary
-        detail=Lines(x for x in (_timings(r), *(["last lines of stderr:", *tail_lines] if tail else [])) if x),
-        evidence=_evidence(r, signal=r.signal, returncode=r.returncode, last_phase=r.last_phase, stderr_tail=tail),
-        remedies=(
-            Remedy(
-                "A crash in native code takes the server down the same way. Reproduce it with Python's fault handler "
-                "to see where it dies, then reinstall a build that matches this GPU, torch and CUDA.",
-                actions=_run(py, (_PY, "-X", "faulthandler", "-c", line)) if line else (),
-            ),
-            *reinstall(r.key, None),
-        ),
+    native = Remedy(
+        "A crash in native code takes the server down the same way. Reproduce it with Python's fault handler "
+        "to see where it dies, then reinstall a build that matches this GPU, torch and CUDA.",
+        actions=_run(r.python or "python", (_PY, "-X", "faulthandler", "-c", line)) if line else (),
     )
+    # the child's own lines stay lines (Lines), each escaped on its own by the renderers' boundary
+    lines = [_timings(r), *(["last lines of stderr:", *tail_lines] if tail_lines else [])]
+    title, remedies = f"the smoke-test process {how}{during}", (native, *reinstall(r.key, None))
+    return _finding("smoke.crashed", r, title, lines, remedies, stderr_tail="\n".join(tail_lines))
 
 
 def _timeout(r: SmokeResult, reinstall: Reinstall) -> Finding:
     del reinstall
     during = f" (it was in {r.last_phase.replace('_', ' ')})" if r.last_phase else ""
-    detail = [f"The child was killed after {r.timeout:g} s{during}."]
-    remedies = [
-        Remedy(
-            "Allow more time for the smoke test.",
-            actions=(RunCommand(("fa-doctor", "check", "--timeout", f"{max(600, 2 * r.timeout):g}")),),
-        )
-    ]
+    longer = RunCommand(("fa-doctor", "check", "--timeout", f"{max(600, 2 * r.timeout):g}"))
+    remedies = [Remedy("Allow more time for the smoke test.", actions=(longer,))]
     if r.api == "cute":
-        detail.append(
+        why = (
             "FA4 imports in about 9 s and JIT-compiles each kernel shape on its first call (3-5 s each on an "
             "H200), so a cold first run needs far longer than later ones."
         )
@@ -226,18 +188,17 @@ def _timeout(r: SmokeResult, reinstall: Reinstall) -> Finding:
             )
         )
     else:
-        detail.append("A compiled kernel should finish in milliseconds: a hang points at the GPU, driver or build.")
+        why = "A compiled kernel should finish in milliseconds: a hang points at the GPU, driver or build."
         remedies.append(
             Remedy("Check that the GPU is healthy and not held by another process.", actions=_run("", ("nvidia-smi",)))
         )
-    return Finding(
-        id="smoke.timeout",
-        severity=Severity.FAIL,
-        title=f"{r.key}: the smoke test did not finish within {r.timeout:g} s",
-        detail=Lines([*detail, _timings(r)]),
-        evidence=_evidence(r, timeout=r.timeout, last_phase=r.last_phase),
-        remedies=tuple(remedies),
-    )
+    title = f"the smoke test did not finish within {r.timeout:g} s"
+    lines = [f"The child was killed after {r.timeout:g} s{during}.", why, _timings(r)]
+    return _finding("smoke.timeout", r, title, lines, remedies)
+
+
+# The finding each result status makes ("crashed" and anything unknown: _crashed).
+_BUILD = {"passed": _passed, "mismatch": _mismatch, "failed": _failed, "timeout": _timeout, "import_failed": _failed}
 
 
 def _problem_evidence(p: ImportProblem | None) -> dict[str, Any]:
@@ -252,7 +213,25 @@ def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ..
     ev = dict(p.evidence) if p else {}
     cause = p.cause if p else "unknown"
     if cause == "cute_dsl_missing":
-        return _cute_dsl_remedies(r, ev, py)
+        found = r.environment.get(names.CUTLASS_DSL) or r.environment.get(names.DSL_CORE)
+        ver = version_of(str(found)) if found else None  # the child's text: only a real version goes into a command
+        remedies = []
+        if str(ev.get("module", "")).startswith("cutlass") and ver and py.startswith("/"):
+            # From 4.6.0 on the `cutlass` package ships in libs-core; before, in the metapackage's own wheel.
+            owner = names.DSL_CORE if ecosystem.exists(names.DSL_CORE, ver) else names.CUTLASS_DSL
+            text = (
+                f"The `cutlass` Python package of CuTe DSL {ver} ships in {owner}: reinstall it at that version, "
+                "without its dependencies."
+            )
+            remedies.append(planned(ReinstallSame((f"{owner}=={ver}",), text)))
+        remedies.append(
+            Remedy(
+                f"Install {names.FLASH_ATTN_4} and its CuTe DSL runtime into this interpreter's own site-packages, "
+                "not with `pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on "
+                "sys.path is only read in a real site directory (the reinstall below does it)."
+            )
+        )
+        return tuple(remedies)
     if cause in _SIMPLE:
         text, argvs = _SIMPLE[cause]
         return (Remedy(text, actions=_run(py, *argvs)),)
@@ -301,25 +280,3 @@ def _cause_remedies(r: SmokeResult, p: ImportProblem | None) -> tuple[Remedy, ..
         text = "Run the import by hand to see the full traceback."
         actions = _run(py, (_PY, "-c", line)) if line else ()
     return (Remedy(text, actions=actions),)
-
-
-def _cute_dsl_remedies(r: SmokeResult, ev: dict[str, Any], py: str) -> tuple[Remedy, ...]:
-    found = r.environment.get(names.CUTLASS_DSL) or r.environment.get(names.DSL_CORE)
-    ver = version_of(str(found)) if found else None  # the child's text: only a real version goes into a command
-    remedies = []
-    if str(ev.get("module", "")).startswith("cutlass") and ver and py.startswith("/"):
-        # From 4.6.0 on the `cutlass` package ships in libs-core; before, in the metapackage's own wheel.
-        owner = names.DSL_CORE if ecosystem.exists(names.DSL_CORE, ver) else names.CUTLASS_DSL
-        text = (
-            f"The `cutlass` Python package of CuTe DSL {ver} ships in {owner}: reinstall it at that version, "
-            "without its dependencies."
-        )
-        remedies.append(planned(ReinstallSame((f"{owner}=={ver}",), text)))
-    remedies.append(
-        Remedy(
-            f"Install {names.FLASH_ATTN_4} and its CuTe DSL runtime into this interpreter's own site-packages, "
-            "not with `pip install --target` or a folder on PYTHONPATH: the .pth file that puts `cutlass` on "
-            "sys.path is only read in a real site directory (the reinstall below does it)."
-        )
-    )
-    return tuple(remedies)

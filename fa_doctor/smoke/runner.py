@@ -1,9 +1,7 @@
-"""Run the smoke child in the target interpreter and turn whatever happens to it into a SmokeResult.
-
-The child runs as `python -c <source>`, so sys.path[0] is the working directory as for `python -m sglang...`. Its
-JSON lines on a private pipe are read as they come (live progress; partial results survive a crash) and trusted in
-nothing: a malformed line is dropped, a malformed field ignored. fa_doctor.process.proc bounds the run.
-"""
+"""Run the smoke child in the target interpreter (`python -c <source>`: sys.path[0] is the working directory, as for
+`python -m sglang...`) and turn whatever happens to it into a SmokeResult. Its JSON lines on a private pipe are read
+as they come (live progress; partial results survive a crash) and trusted in nothing: a malformed line is dropped, a
+malformed field ignored. fa_doctor.process.proc bounds the run."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +41,6 @@ _MAX_LOADED = 20000  # files a child reports it loaded (torch and triton: ~3,000
 _MAX_TEXT = 8000
 _MAX_CHAIN = 20
 _NAME = 200
-
-
-def default_cache_dir(env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "fa-doctor", "cute-dsl")
 
 
 @functools.cache
@@ -79,7 +71,9 @@ def run_smoke(
     notes: list[str] = []
     used_cache: str | None = None
     if target.api == "cute" and use_cache:
-        path = os.path.abspath(cache_dir or default_cache_dir(child_env))
+        home = child_env.get("HOME") or os.path.expanduser("~")
+        xdg = child_env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+        path = os.path.abspath(cache_dir or os.path.join(xdg, "fa-doctor", "cute-dsl"))
         try:
             os.makedirs(path, mode=0o700, exist_ok=True)
             used_cache = path
@@ -87,15 +81,7 @@ def run_smoke(
             notes.append(f"FA4 compile cache disabled: cannot create {path}: {exc}")
     if visible_devices is not None:
         child_env["CUDA_VISIBLE_DEVICES"] = visible_devices
-    base: dict[str, Any] = {
-        "key": target.key,
-        "module": target.module,
-        "api": target.api,
-        "python": python,
-        "timeout": timeout,
-        "visible_devices": visible_devices,
-        "cache_dir": None,
-    }
+    base = {**asdict(target), "python": python, "timeout": timeout, "visible_devices": visible_devices}
     specs = case_specs(target.api)
     config = {
         "module": target.module,
@@ -112,12 +98,8 @@ def run_smoke(
     start = time.perf_counter()
     rfd, wfd = os.pipe()
     try:
-        child = proc.Child(
-            [python, *python_flags, "-c", child_source(), json.dumps({**config, "fd": wfd})],
-            env=child_env,
-            cwd=cwd,
-            pass_fds=(wfd,),
-        )
+        argv = [python, *python_flags, "-c", child_source(), json.dumps({**config, "fd": wfd})]
+        child = proc.Child(argv, env=child_env, cwd=cwd, pass_fds=(wfd,))
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         os.close(rfd)
         os.close(wfd)
@@ -126,16 +108,14 @@ def run_smoke(
     os.close(wfd)
     # A child stuck in the kernel (uninterruptible GPU wait) cannot be reaped: it is reported without its status.
     done = child.collect(timeout, max_output=_TAIL, extra={rfd: reader.feed}, reap=reap_seconds)
-    total = time.perf_counter() - start
-    return reader.result(base, specs, done, total, notes)
+    return reader.result(base, specs, done, time.perf_counter() - start, notes)
 
 
 class _Reader:
     """Collects the child's events, one JSON object a line (the target may write anything on that pipe)."""
 
     def __init__(self, module: str, cute: bool, progress: Callable[[str], None] | None) -> None:
-        self.module, self.cute = module, cute
-        self.progress = progress
+        self.module, self.cute, self.progress = module, cute, progress
         self.events: list[dict[str, Any]] = []
         self.pending = bytearray()
         self.skipping = False  # inside a line longer than _MAX_LINE: dropped up to its end
@@ -163,15 +143,13 @@ class _Reader:
         if not isinstance(event, dict):
             return
         self.events.append(event)
-        if event.get("event") == "info" and event.get("cache_warm") is True:
-            self.warm = True
-        if event.get("event") == "phase" and event.get("state") == "start" and self.progress:
-            message = self._message(event.get("name"))
-            if message:
-                try:
-                    self.progress(message)
-                except Exception:  # a broken progress callback must not lose results
-                    self.progress = None
+        self.warm |= event.get("event") == "info" and event.get("cache_warm") is True
+        starts = event.get("event") == "phase" and event.get("state") == "start"
+        if starts and self.progress and (message := self._message(event.get("name"))):
+            try:
+                self.progress(message)
+            except Exception:  # a broken progress callback must not lose results
+                self.progress = None
 
     def _message(self, name: object) -> str | None:
         if name == "first_call":
@@ -242,8 +220,7 @@ class _Reader:
             except ValueError:
                 sig = f"signal {-rc}"
         environment = info.get("environment")
-        if isinstance(info.get("cache_dir"), str) and base["cache_dir"] is None:
-            base = {**base, "cache_dir": _text(info["cache_dir"])}
+        environment = environment.items() if isinstance(environment, dict) else ()
         return SmokeResult(
             status=status,
             phases=phases,
@@ -258,11 +235,9 @@ class _Reader:
             flash_attn_origin=_text(info.get("flash_attn_origin")),
             loaded=loaded,
             device_name=_text(info.get("device_name")),
+            cache_dir=_text(info["cache_dir"]) if isinstance(info.get("cache_dir"), str) else None,
             last_phase=running[-1] if running and status in ("crashed", "timeout") else None,
-            environment={
-                _text(k, _NAME) or "": _text(v) or ""
-                for k, v in (environment.items() if isinstance(environment, dict) else ())
-            },
+            environment={_text(k, _NAME) or "": _text(v) or "" for k, v in environment},
             **base,
         )
 
@@ -293,14 +268,10 @@ def _case(spec: Mapping[str, Any], ev: Mapping[str, Any]) -> CaseResult:
         text = _text(ev.get("problem"))
     value = _finite(ev.get("max_abs_err"))
     tol = float(spec["tolerance"])
-    return CaseResult(
-        **{k: spec[k] for k in ("name", "function", "dtype", "head_dim", "causal")},  # ours: case_specs()
-        max_abs_err=value,
-        tolerance=tol,
-        passed=text is None and value is not None and value <= tol,
-        seconds=_finite(ev.get("seconds")),
-        error=text,
-    )
+    passed = text is None and value is not None and value <= tol
+    ours = {k: spec[k] for k in ("name", "function", "dtype", "head_dim", "causal")}  # from case_specs()
+    seconds = _finite(ev.get("seconds"))
+    return CaseResult(**ours, max_abs_err=value, tolerance=tol, passed=passed, seconds=seconds, error=text)
 
 
 def _problem(ev: Mapping[str, Any]) -> ImportProblem:
@@ -309,6 +280,3 @@ def _problem(ev: Mapping[str, Any]) -> ImportProblem:
     problem = classify(_text(ev.get("type"), _NAME) or "", _text(ev.get("message")) or "", chain)
     extra = {"traceback": _text(ev.get("traceback")) or "", "stage": _text(ev.get("stage"), _NAME) or "call"}
     return replace(problem, evidence={**problem.evidence, **extra})
-
-
-__all__ = ["CaseResult", "ImportProblem", "SmokeResult", "SmokeTarget", "case_specs", "classify", "run_smoke"]

@@ -1,6 +1,5 @@
 """The smoke-test part of `check`: which implementations, on which GPUs, one child each; or the stored verdict of
-an unchanged node (docs/smoke.md, "Verdict cache": `--fresh` and `--no-cache` run the kernels whatever is stored,
-and a run that does not pass on every GPU removes the stored verdict of its fingerprint)."""
+an unchanged node (docs/smoke.md, "Verdict cache", gives the rules)."""
 
 from __future__ import annotations
 
@@ -13,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import fa_doctor
+from fa_doctor.catalog.implementations import BY_KEY
 from fa_doctor.diagnose.checks import node, unmet
 from fa_doctor.diagnose.contain import crash_finding
 from fa_doctor.diagnose.derive.inventory import ImplState
@@ -22,22 +22,16 @@ from fa_doctor.model.finding import Finding
 from fa_doctor.model.machine import GpuDevice
 from fa_doctor.model.options import CheckOptions
 from fa_doctor.model.result import DeviceSmoke, SmokeSection
+from fa_doctor.smoke import SmokeResult, SmokeTarget
 
 if TYPE_CHECKING:
     from fa_doctor.diagnose.derive import Derived
-    from fa_doctor.smoke.runner import SmokeResult, SmokeTarget
     from fa_doctor.smoke.verdict_key import Fingerprint
     from fa_doctor.smoke.verdicts import Proven, Verdict
 
-# (module, calling convention) a server really loads for each implementation key.
-_API = {
-    "fa2": ("flash_attn", "fa2"),
-    "fa3": ("flash_attn_interface", "fa3"),
-    "fa3-sgl": ("sgl_kernel.flash_attn", "sgl"),
-    "fa4": ("flash_attn.cute", "cute"),
-    "fa4-sglang": ("", "cute"),  # module from the installed SGLang (its FA4 home moved over time)
-    "vllm-fa": ("vllm.vllm_flash_attn", "vllm"),
-}
+# The calling convention of each implementation key; the module is the one a server loads (the catalog's, or for
+# fa4-sglang the installed SGLang's: its FA4 home moved over time).
+_API = {"fa2": "fa2", "fa3": "fa3", "fa3-sgl": "sgl", "fa4": "cute", "fa4-sglang": "cute", "vllm-fa": "vllm"}
 _MAX_NAMED = 20  # changed files named in the report
 
 
@@ -72,7 +66,6 @@ def smoke_step(
 ) -> tuple[list[Finding], SmokeSection]:
     """`refused`: why the server would refuse to start (an invalid override): the kernels are not run."""
     from fa_doctor.smoke.findings import skipped_finding, smoke_findings
-    from fa_doctor.smoke.runner import SmokeTarget
 
     keys = smoke_keys(facts, derived.selection, derived.states, options.smoke_all)
     section = SmokeSection(tuple(keys))
@@ -88,12 +81,12 @@ def smoke_step(
 
     # A module missing for another distribution (sglang's orjson) is that distribution's remedy, not FA's.
     reinstall = functools.partial(unmet.for_problem, facts)
-    targets = [SmokeTarget(key, *_module(facts, key)) for key in keys]
-    cache = VerdictCache(facts, options, targets, devices, [pin_for(d, facts) for d in devices])
+    sglang = facts.sglang.fa4_module if facts.sglang else BY_KEY["fa4-sglang"].module
+    targets = [SmokeTarget(k, sglang if k == "fa4-sglang" else BY_KEY[k].module, _API[k]) for k in keys]
+    cache = VerdictCache(facts, options, targets, devices)
     findings: list[Finding] = []
     rows: list[DeviceSmoke] = []
     per_gpu: dict[str, dict[str, str]] = {}
-    outcomes: list[tuple[GpuDevice, SmokeResult]] = []
     for target in targets:
         results = cache.results(target)
         if results is None:
@@ -101,25 +94,16 @@ def smoke_step(
         statuses: list[tuple[GpuDevice, str]] = []
         for device, result in zip(devices, results, strict=True):
             if isinstance(result, Exception):
-                findings.append(_on_device(crash_finding("smoke", result), device, len(devices)))
-                statuses.append((device, "crashed"))
-                continue
-            outcomes.append((device, result))
-            rows.append(DeviceSmoke(device, result))
-            statuses.append((device, result.status))
-            for f in smoke_findings(result, reinstall=reinstall):
-                findings.append(_on_device(cache.mark(f), device, len(devices)))
+                made, status = [crash_finding("smoke", result)], "crashed"
+            else:
+                rows.append(DeviceSmoke(device, result))
+                made, status = [cache.mark(f) for f in smoke_findings(result, reinstall=reinstall)], result.status
+            statuses.append((device, status))
+            findings += [_on_device(f, device, len(devices)) for f in made]
         per_gpu[target.key] = {str(d.index): s for d, s in statuses}
         findings += node.compare_smoke(target.key, statuses)
-    cache.settle(outcomes, complete=len(outcomes) == len(devices) * len(targets))
-    return findings, SmokeSection(tuple(keys), tuple(rows), per_gpu, **cache.section())
-
-
-def _module(facts: Facts, key: str) -> tuple[str, str]:
-    module, api = _API[key]
-    if key == "fa4-sglang":
-        module = facts.sglang.fa4_module if facts.sglang else "sglang.kernels.ops.attention.flash_attn.cute"
-    return module, api
+    cache.settle(rows, complete=len(rows) == len(devices) * len(targets))
+    return findings, cache.section(tuple(keys), tuple(rows), per_gpu)
 
 
 def run_on_devices(
@@ -171,23 +155,19 @@ class VerdictCache:
     """The smoke step's use of the verdict cache: reuse a passing verdict whose fingerprint holds, store a new one."""
 
     def __init__(
-        self,
-        facts: Facts,
-        options: CheckOptions,
-        targets: Sequence[SmokeTarget],
-        devices: Sequence[GpuDevice],
-        pins: Sequence[str],
+        self, facts: Facts, options: CheckOptions, targets: Sequence[SmokeTarget], devices: list[GpuDevice]
     ) -> None:
         from fa_doctor.smoke import verdict_key, verdicts
 
         self.env = options.env
         self.devices = list(devices)
-        self.ids = [d.uuid or str(d.index) for d in devices]
+        self.ids = [d.uuid or str(d.index) for d in devices]  # how a stored verdict names each GPU
         self.verdict: Verdict | None = None
         self.proven: Proven | None = None
         self.changed: tuple[str, ...] = ()
         self.fingerprint: Fingerprint | None
         try:
+            pins = [pin_for(d, facts) for d in devices]
             self.fingerprint = verdict_key.compute(facts, targets, devices, pins, self.env, options.python_flags)
         except Exception:  # a verdict that cannot be fingerprinted is run, never reused
             self.fingerprint = None
@@ -229,26 +209,23 @@ class VerdictCache:
         if self.verdict is None:
             return finding
         p = self.verdict.proven
-        return dataclasses.replace(
-            finding,
-            title=f"{finding.title} (verdict reused: proven {p.at} on {p.host})",
-            evidence={**finding.evidence, "cached": True, "proven_at": p.at, "proven_on": p.host},
-        )
+        title = f"{finding.title} (verdict reused: proven {p.at} on {p.host})"
+        evidence = {**finding.evidence, "cached": True, "proven_at": p.at, "proven_on": p.host}
+        return dataclasses.replace(finding, title=title, evidence=evidence)
 
-    def settle(self, outcomes: Sequence[tuple[GpuDevice, SmokeResult]], complete: bool) -> None:
+    def settle(self, rows: Sequence[DeviceSmoke], complete: bool) -> None:
         """After a run: a verdict that passed everywhere is stored; anything else removes the stored one."""
         from fa_doctor.smoke import verdict_key, verdicts
 
         if self.fingerprint is None or self.verdict is not None:
             return
-        if not complete or not outcomes or any(r.status != "passed" for _, r in outcomes):
+        if not complete or not rows or any(row.result.status != "passed" for row in rows):
             verdicts.forget(self.fingerprint.value, self.env)
             return
         gpus = tuple(f"GPU {d.index} {d.name}" + (f" {d.uuid}" if d.uuid else "") for d in self.devices)
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         proven = verdicts.Proven(at, os.uname().nodename, fa_doctor.__version__, gpus)
-        by_device = {id(d): i for d, i in zip(self.devices, self.ids, strict=True)}
-        results = tuple((by_device[id(d)], r) for d, r in outcomes)
+        results = tuple((row.device.uuid or str(row.device.index), row.result) for row in rows)
         loaded = verdict_key.watched(r for _, r in results)
         if loaded is None:
             return  # the children did not say what they loaded: nothing to key a reuse on
@@ -257,11 +234,7 @@ class VerdictCache:
         if verdicts.store(verdict, self.env) is None:
             self.proven = proven
 
-    def section(self) -> dict[str, Any]:
-        """The SmokeSection's cache fields."""
-        return {
-            "cached": self.verdict is not None,
-            "fingerprint": self.fingerprint.value if self.fingerprint else None,
-            "proven": self.verdict.proven if self.verdict else self.proven,
-            "changed": self.changed,
-        }
+    def section(self, keys: tuple[str, ...], rows: tuple[DeviceSmoke, ...], per_gpu: dict[str, Any]) -> SmokeSection:
+        fingerprint = self.fingerprint.value if self.fingerprint else None
+        proven = self.verdict.proven if self.verdict else self.proven
+        return SmokeSection(keys, rows, per_gpu, self.verdict is not None, fingerprint, proven, self.changed)

@@ -1,11 +1,6 @@
-"""The fingerprint of a smoke verdict: everything the result of running the kernels depends on, read cheaply.
-
-A verdict is reused only while every part is unchanged (docs/smoke.md, "Verdict cache", lists them). They must
-cost far less than the smoke test they stand in for, so nothing here reads a package's files: a distribution is
-its RECORD plus the stat of every file it lists. After a run, the verdict also records the identity of every file
-the children loaded; a reuse re-checks each one (`watch()`). Every path comes from the target and is hostile:
-reads go through probes/files.py (bounded, regular files only), and nothing here raises.
-"""
+"""The fingerprint of a smoke verdict: everything running the kernels depends on, read with stat calls and small
+reads only (docs/smoke.md, "Verdict cache", lists the parts). Every path comes from the target and is hostile: reads
+go through probes/files.py (bounded, regular files only), and nothing here raises."""
 
 from __future__ import annotations
 
@@ -115,8 +110,7 @@ def _distribution(dist: Distribution) -> str:
 
 def distributions_of(key: str) -> tuple[str, ...]:
     impl = implementations.BY_KEY.get(key)
-    own = impl.distributions if impl is not None else ()
-    return tuple(dict.fromkeys((*own, *_EXTRA.get(key, ()))))
+    return tuple(dict.fromkeys((*(impl.distributions if impl else ()), *_EXTRA.get(key, ()))))
 
 
 @functools.cache
@@ -138,6 +132,7 @@ def compute(
     """Stat calls and a few small reads only: this runs before every `exec` of an unchanged node."""
     target = facts.target
     real = _real(target.executable)  # a venv link's binary, and its stat: a rebuilt python at the same path
+    gpus = [(d.index, d.physical_index, d.name, d.capability, d.memory_mib, d.uuid) for d in devices]
     parts: dict[str, str] = {
         "tool": _tool(fa_doctor.__version__),
         "interpreter": digest(
@@ -148,15 +143,9 @@ def compute(
         "path": digest(*((p, stat_key(p)) for p in target.sys_path)),
         "flags": digest(tuple(python_flags)),
         "cwd": digest(target.cwd, stat_key(target.cwd) if target.cwd else None),
-        "gpus": digest(
-            facts.gpus.driver_version,
-            facts.gpus.cuda_driver_version,
-            [(d.index, d.physical_index, d.name, d.capability, d.memory_mib, d.uuid) for d in devices],
-            list(pins),
-        ),
+        "gpus": digest(facts.gpus.driver_version, facts.gpus.cuda_driver_version, gpus, list(pins)),
     }
-    wanted = dict.fromkeys(n for t in targets for n in distributions_of(t.key))
-    for name in wanted:
+    for name in dict.fromkeys(n for t in targets for n in distributions_of(t.key)):
         copies = facts.scan.named(name)
         parts[f"dist:{name}"] = digest(*(_distribution(d) for d in copies)) if copies else "absent"
     torch = facts.torch
@@ -173,8 +162,7 @@ def compute(
 
 
 def watched(results: Iterable[SmokeResult]) -> list[str] | None:
-    """Every file the children loaded; None when a child did not say (a list cut short): such a verdict is not
-    stored."""
+    """Every file the children loaded; None when a child did not say (such a verdict is not stored)."""
     results = list(results)
     if not results or any(not r.loaded for r in results):
         return None

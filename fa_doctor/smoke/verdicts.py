@@ -1,8 +1,5 @@
 """The verdict cache's store: passing smoke results under `$XDG_CACHE_HOME/fa-doctor/verdicts/<fingerprint>.json`,
-reused while their fingerprint (verdict_key.py) holds. docs/smoke.md ("Verdict cache", storage) gives the rules:
-folders 0700 and this user's (a link is refused), files opened with O_NOFOLLOW relative to the folder, written
-atomically, read under a size bound, and ignored unless they hold passing results of this fingerprint.
-"""
+reused while their fingerprint (verdict_key.py) holds; docs/smoke.md ("Verdict cache", storage) gives the rules."""
 
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ import stat
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import fa_doctor
@@ -48,9 +45,6 @@ class Proven:
     host: str
     tool_version: str
     gpus: tuple[str, ...]  # "0 NVIDIA H200 GPU-..."
-
-    def to_dict(self) -> dict[str, object]:
-        return {"at": self.at, "host": self.host, "tool_version": self.tool_version, "gpus": list(self.gpus)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +102,7 @@ def load(fingerprint: str, env: Mapping[str, str] | None = None) -> Verdict | No
             raw = _read(folder, fingerprint + ".json")
     except (OSError, ValueError):
         return None
-    return parse(raw, fingerprint) if raw is not None else None
+    return parse(raw, fingerprint)
 
 
 def _read(folder: int, name: str) -> bytes | None:
@@ -159,16 +153,12 @@ def forget(fingerprint: str, env: Mapping[str, str] | None = None) -> None:
 
 def latest(env: Mapping[str, str] | None = None, limit: int = _KEEP) -> list[Verdict]:
     """The stored verdicts, newest first (to say which part changed when none matches)."""
-    out: list[Verdict] = []
     try:
         with _folder(cache_dir(env), create=False) as folder:
-            for name, _ in _entries(folder)[:limit]:
-                raw = _read(folder, name)
-                verdict = parse(raw, name[: -len(".json")]) if raw is not None else None
-                out += [verdict] if verdict is not None else []
+            found = [parse(_read(folder, name), name[: -len(".json")]) for name, _ in _entries(folder)[:limit]]
     except (OSError, ValueError):
         return []
-    return out
+    return [verdict for verdict in found if verdict is not None]
 
 
 def _entries(folder: int) -> list[tuple[str, float]]:
@@ -204,37 +194,31 @@ def _valid_hex(value: str) -> bool:
 
 
 # ---- the file format: written by us, read as untrusted ---------------------------------------------------
-
-
 def _to_doc(v: Verdict) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "tool_version": fa_doctor.__version__,
         "fingerprint": v.fingerprint,
         "parts": dict(v.parts),
-        "proven": v.proven.to_dict(),
+        "proven": asdict(v.proven),
         "watch": dict(v.watch),
         "results": [{"device": device, "result": r.to_dict()} for device, r in v.results],
     }
 
 
-def parse(raw: bytes, fingerprint: str) -> Verdict | None:
+def parse(raw: bytes | None, fingerprint: str) -> Verdict | None:
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw) if raw is not None else None
         want = {"schema": SCHEMA, "tool_version": fa_doctor.__version__, "fingerprint": fingerprint}
         if not isinstance(doc, dict) or any(doc.get(k) != v for k, v in want.items()):
             return None
-        proven = {k: _check(doc["proven"][k], "str") for k in ("at", "host", "tool_version")}
+        p = doc["proven"]
+        at, host, tool = (_check(p[k], "str") for k in ("at", "host", "tool_version"))
+        proven = Proven(at, host, tool, _check(p["gpus"], "strs"))
         results = tuple((_check(item["device"], "str"), _result(item["result"])) for item in doc["results"])
         if not results:
             return None
-        return Verdict(
-            fingerprint,
-            _check(doc["parts"], "map"),
-            Proven(**proven, gpus=_check(doc["proven"]["gpus"], "strs")),
-            results,
-            _check(doc["watch"], "map"),
-        )
+        return Verdict(fingerprint, _check(doc["parts"], "map"), proven, results, _check(doc["watch"], "map"))
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
 
@@ -255,17 +239,10 @@ def _check(value: Any, kind: str) -> Any:
 
 
 def _result(d: Mapping[str, Any]) -> SmokeResult:
-    if d["status"] != "passed" or d["error"] is not None:
-        raise ValueError("only passing results are reused")
-    cases = tuple(_case(c) for c in d["cases"])
-    if not cases or not all(c.passed for c in cases):
-        raise ValueError("a passing result has passing cases")
+    cases = d["cases"]
+    if d["status"] != "passed" or d["error"] is not None or not cases or any(c["passed"] is not True for c in cases):
+        raise ValueError("only passing results, of passing cases, are reused")
+    cases = tuple(CaseResult(passed=True, **{k: _check(c[k], kind) for k, kind in _CASE.items()}) for c in cases)
     phases = {_check(k, "str"): _check(v, "num") for k, v in d["phases"].items()}
     fields = {k: _check(d[k], kind) for k, kind in _RESULT.items()}
     return SmokeResult(status="passed", phases=phases, cases=cases, **fields)
-
-
-def _case(c: Mapping[str, Any]) -> CaseResult:
-    if c["passed"] is not True:
-        raise ValueError("a failing case")
-    return CaseResult(passed=True, **{k: _check(c[k], kind) for k, kind in _CASE.items()})
