@@ -40,12 +40,8 @@ _DROPPED_LISTED = 3  # per duplicated node, the sources of the reports not merge
 _REMEDIES_KEPT = 6
 _VARIANTS_COUNTED = 1_000  # distinct remedies counted per finding id (remedy_variants stops there)
 _RANK = {"ok": 0, "warn": 1, "fail": 2}
-_ERROR_SEEN = Seen(
-    NODE_ERROR,
-    Severity.FAIL,
-    "fa-doctor could not check the node",
-    (Remedy("Run `fa-doctor check` on the node by hand: its error says what stopped it (the node's line)."),),
-)
+_ERROR_FIX = Remedy("Run `fa-doctor check` on the node by hand: its error says what stopped it (the node's line).")
+_ERROR_SEEN = Seen(NODE_ERROR, Severity.FAIL, "fa-doctor could not check the node", (_ERROR_FIX,))
 
 Pairs = tuple[tuple[str, Severity], ...]
 
