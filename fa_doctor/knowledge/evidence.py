@@ -234,27 +234,6 @@ def _family(library: str) -> str:
     return "extension"
 
 
-def _symbol(found: Mapping[str, str], out: dict[str, str]) -> None:
-    if "symbol" not in found:
-        return
-    if lib := found.get("library_path"):
-        fam = _family(lib)
-        out["ev:symbol-in-" + fam] = f"the library asking for the symbol is {fam}'s ({found.get('library', lib)})"
-    if version := found.get("symbol_version"):
-        fam = _family(version)
-        out["ev:symbol-versioned-" + fam] = f"the missing symbol is versioned by {version} ({fam})"
-
-
-def _imports(found: Mapping[str, str], has: Callable[[str], bool], out: dict[str, str]) -> None:
-    module = found.get("module", "")
-    if not module or not (has("no module named") or has("no such module")):
-        return
-    parts = module.lower().split(".")
-    top = "_c" if parts[0] in ("vllm", "sglang") and len(parts) > 1 and parts[1].startswith("_") else parts[0]
-    kind, why = next(((k, w) for group, k, w in _MODULE_KINDS if top in group), ("dependency", _DEPENDENCY))
-    out["ev:missing-kind-" + kind] = f"the missing module '{module}' is {why}"
-
-
 def _hardware(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
     for name, rx, anchors, what in (
         ("gpu-hopper", _GPU_HOPPER, ("h100", "h800", "h200", "h20", "gh200", "hopper"), "a Hopper GPU"),
@@ -275,17 +254,6 @@ def _hardware(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None
                     return
 
 
-def _platform(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
-    if has("driver") and first(low, "driver", _DRIVER_FOUND, 0, 120):
-        out["ev:driver-cuda-found"] = "the driver's CUDA version is stated"
-    if has("cuda_visible_devices") and first(low, "cuda_visible_devices", _EMPTY_VISIBLE, 0, 30):
-        out["ev:visible-devices-empty"] = "CUDA_VISIBLE_DEVICES hides every GPU"
-    # A dispatcher's refusal list (xFormers: each operator and its reasons) where the library's compiled part did
-    # not load: that reason makes every operator refuse, whatever capability or dtype lines stand beside it.
-    if has(_REASONS) and any(has(u) for u in _UNBUILT):
-        out["ev:operators-unbuilt"] = "every operator is refused because the library's compiled part did not load"
-
-
 def _any(has: Callable[[str], bool], literals: tuple[str, ...]) -> str:
     return next((lit for lit in literals if has(lit)), "")
 
@@ -297,10 +265,26 @@ def evidence(flat: str, low: str, found: Mapping[str, str], has: Callable[[str],
     _rules(RULES, low, has, out)
     _values(flat, low, found, has, out)
     _rules(SHAPES, low, has, out)
-    _symbol(found, out)
-    _imports(found, has, out)
+    if "symbol" in found and (lib := found.get("library_path")):
+        fam = _family(lib)
+        out["ev:symbol-in-" + fam] = f"the library asking for the symbol is {fam}'s ({found.get('library', lib)})"
+    if "symbol" in found and (version := found.get("symbol_version")):
+        fam = _family(version)
+        out["ev:symbol-versioned-" + fam] = f"the missing symbol is versioned by {version} ({fam})"
+    if (module := found.get("module", "")) and (has("no module named") or has("no such module")):
+        parts = module.lower().split(".")
+        top = "_c" if parts[0] in ("vllm", "sglang") and len(parts) > 1 and parts[1].startswith("_") else parts[0]
+        kind, why = next(((k, w) for group, k, w in _MODULE_KINDS if top in group), ("dependency", _DEPENDENCY))
+        out["ev:missing-kind-" + kind] = f"the missing module '{module}' is {why}"
     _hardware(low, has, out)
-    _platform(low, has, out)
+    if has("driver") and first(low, "driver", _DRIVER_FOUND, 0, 120):
+        out["ev:driver-cuda-found"] = "the driver's CUDA version is stated"
+    if has("cuda_visible_devices") and first(low, "cuda_visible_devices", _EMPTY_VISIBLE, 0, 30):
+        out["ev:visible-devices-empty"] = "CUDA_VISIBLE_DEVICES hides every GPU"
+    # A dispatcher's refusal list (xFormers: each operator and its reasons) where the library's compiled part did
+    # not load: that reason makes every operator refuse, whatever capability or dtype lines stand beside it.
+    if has(_REASONS) and any(has(u) for u in _UNBUILT):
+        out["ev:operators-unbuilt"] = "every operator is refused because the library's compiled part did not load"
     return out
 
 

@@ -113,15 +113,12 @@ def match(entries: tuple[Entry, ...], flat: str, limit: int) -> tuple[list[Hit],
             continue
         best, groups = max(matched, key=lambda pg: pg[0].weight)
         # Independent evidence adds a little; a literal inside another one (or the same literal) is not.
-        extra = [p for p, _ in matched if p is not best and not (p.find and best.find and _nested(p.find, best.find))]
+        nested = [p for p, _ in matched if p.find and best.find and (p.find in best.find or best.find in p.find)]
+        extra = [p for p, _ in matched if p is not best and p not in nested]
         bonus = min(_MAX_BONUS, _EXTRA_BONUS * len(extra))
         hits.append(Hit(entry, round(min(0.99, best.weight + bonus), 3), groups, best))
     hits.sort(key=lambda h: -h.score)  # stable: ties keep the file's order (specific entries first)
     return hits[:limit], found
-
-
-def _nested(a: str, b: str) -> bool:
-    return a in b or b in a
 
 
 def _try(p: Pattern, flat: str, low: str, found: dict[str, str], has: Callable[[str], bool]) -> dict[str, str] | None:
