@@ -83,9 +83,7 @@ def _cut(text: str, head: int, size: int, sep: str = "\n") -> str:
 def lower(flat: str) -> str:
     """Lower-cased with every offset kept (a few characters grow when lower-cased: keep those as they are)."""
     low = flat.lower()
-    if len(low) == len(flat):
-        return low
-    return "".join(c if len(c.lower()) != 1 else c.lower() for c in flat)
+    return low if len(low) == len(flat) else "".join(c if len(c.lower()) != 1 else c.lower() for c in flat)
 
 
 def presence(low: str) -> Callable[[str], bool]:

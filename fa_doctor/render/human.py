@@ -252,16 +252,9 @@ class HumanRenderer(Renderer):
         payload = result.check
         if payload.packages:
             self.heading("Packages:")
-            rows = [
-                {
-                    "distribution": p.dist.name,
-                    "version": p.dist.version,
-                    "family": p.family,
-                    "location": p.dist.location,
-                }
-                for p in payload.packages
-            ]
-            self.table(rows, 2)
+            rows = [(p.dist.name, p.dist.version, p.family, p.dist.location) for p in payload.packages]
+            keys = ("distribution", "version", "family", "location")
+            self.table([dict(zip(keys, row, strict=True)) for row in rows], 2)
         cases = [
             {"GPU": s.device.index, "implementation": s.result.key, "case": c.name, "max abs err": c.max_abs_err}
             | {"tolerance": c.tolerance, "passed": c.passed, "seconds": c.seconds}

@@ -47,13 +47,6 @@ def _outcome(f: Finding, strict: bool) -> str | None:
     return "skipped" if f.id == "smoke.skipped" else None
 
 
-def _output(f: Finding) -> str:
-    """What the testcase printed: severity, detail, fixes and evidence, one fact a line."""
-    lines = [f"{f.severity.value}: {f.title} [{f.id}]", finding_body(f)]
-    lines += [f"{key}: {scalar(value)}" for key, value in f.evidence.items()]
-    return "\n".join(line for line in lines if line) + "\n"
-
-
 class _Suite:
     def __init__(self, name: str, facts: dict[str, str]) -> None:
         self.root = ET.Element("testsuites", name="fa-doctor")
@@ -102,8 +95,8 @@ class JunitRenderer(Renderer):
         facts |= {"status": result.status, "exit_code": str(result.exit_code)}
         payload = result.check
         if payload.target is not None:
-            target = {"python": payload.target.executable}
-            facts |= target | {"selection": selection_line(payload), "gpus": gpu_line(payload)}
+            facts |= {"python": payload.target.executable, "selection": selection_line(payload)}
+            facts["gpus"] = gpu_line(payload)
         suite = _Suite(f"fa-doctor {result.command}", facts)
         if result.error:
             suite.error("fa-doctor", f"fa-doctor {result.command}", result.error, "fa-doctor.error")
@@ -114,7 +107,10 @@ class JunitRenderer(Renderer):
                 attrs["type"] = f.id if outcome == "error" else f"{f.id} ({f.severity.value})"
             classname, name = f"fa-doctor.{f.id.split('.', 1)[0]}", f"{f.id}: {f.title}"
             case = suite.case(classname, name, outcome, "" if outcome == "skipped" else finding_body(f), **attrs)
-            _sub(case, "system-out", _output(f))
+            # What the testcase printed: severity, detail, fixes and evidence, one fact a line.
+            lines = [f"{f.severity.value}: {f.title} [{f.id}]", finding_body(f)]
+            lines += [f"{key}: {scalar(value)}" for key, value in f.evidence.items()]
+            _sub(case, "system-out", "\n".join(line for line in lines if line) + "\n")
         host = self.hostname if self.hostname is not None else socket.gethostname()
         return suite.xml(result, self.timestamp, xml_text(host) or "localhost")
 
