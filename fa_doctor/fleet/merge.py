@@ -78,19 +78,15 @@ class Merger:
     def __init__(self, max_nodes: int = MAX_NODES) -> None:
         self.max_nodes = max_nodes
         self.refused: list[Refused] = []  # the first LISTED
-        self.refused_count = 0
-        self.duplicate_reports = 0
+        self.refused_count = self.duplicate_reports = 0
         self._slot: dict[str, int] = {}  # identity -> node index
         # One entry per node in each column: the node's text in lists, its numbers in arrays.
         self._hosts: list[str | None] = []
         self._scheduler: list[str | None] = []
         self._sources: list[str] = []
         self._errors: dict[int, str] = {}
-        self._when = array("d")
-        self._install = indexes()
-        self._status = array("B")
-        self._set = indexes()
-        self._gpus = indexes()
+        self._when, self._status = array("d"), array("B")
+        self._install, self._set, self._gpus = indexes(), indexes(), indexes()
         self._columns: tuple[Any, ...] = (self._hosts, self._scheduler, self._sources, self._when)
         self._columns += (self._install, self._status, self._set, self._gpus)
         self._installs: dict[Install, int] = {}
@@ -101,8 +97,7 @@ class Merger:
     def add(self, item: Document | NodeReport | Refused) -> None:
         judged = judge(item.source, item.doc, item.when) if isinstance(item, Document) else item
         if isinstance(judged, NodeReport):
-            problem = self._add(judged)
-            if problem is None:
+            if (problem := self._add(judged)) is None:
                 return
             judged = Refused(judged.source, problem)
         self.refused_count += 1
@@ -121,8 +116,7 @@ class Merger:
         if install is None and len(self._installs) >= MAX_GROUPS:
             return f"a new install beyond {MAX_GROUPS} distinct ones, the most one merge holds"
         seen = (_ERROR_SEEN, *report.findings) if report.error else report.findings
-        new = {f.id for f in seen} - self._findings.keys()
-        if len(self._findings) + len(new) > MAX_FINDING_IDS:
+        if len(self._findings) + len({f.id for f in seen} - self._findings.keys()) > MAX_FINDING_IDS:
             return f"finding ids beyond {MAX_FINDING_IDS} distinct ones, the most one merge holds"
         if install is None:
             install = self._installs[report.install] = len(self._installs)

@@ -110,11 +110,8 @@ def install_of(doc: Mapping[str, Any]) -> tuple[Install, int]:
 def _install(key: tuple[Any, ...]) -> Install:
     packages, devices, version, cuda, hip, driver, cuda_driver, *rest = key
     platform = f"CUDA {_s(cuda)}" if cuda else f"ROCm {_s(hip)}" if hip else "CPU"
-    runs = []
-    for phase, (implementation, backend, source) in zip(("prefill", "decode"), (rest[4:7], rest[7:10]), strict=True):
-        what = _s(implementation) or _s(backend)
-        if what:
-            runs.append(f"{phase} {what} ({_s(source)})")
+    phases = zip(("prefill", "decode"), (rest[4:7], rest[7:10]), strict=True)
+    runs = [f"{p} {what} ({_s(src)})" for p, (impl, backend, src) in phases if (what := _s(impl) or _s(backend))]
     return Install(
         packages=tuple(sorted({f"{_s(n)} {_s(v)}" for n, v in packages} - {"None None"})),
         torch=f"{_s(version)} ({platform})" if version else None,
@@ -149,8 +146,7 @@ def _findings(value: Any) -> tuple[Seen, ...] | str:
             return f"finding {number} has no valid id and severity"
         if level is not Severity.OK:
             seen.append(Seen(fid, level, _s(item.get("title"), _TEXT) or fid, _remedies(item.get("remedies"))))
-    seen.sort(key=lambda f: -f.severity.rank)
-    return tuple(seen)
+    return tuple(sorted(seen, key=lambda f: -f.severity.rank))
 
 
 def _schema_problem(doc: Any) -> str | None:
@@ -158,8 +154,7 @@ def _schema_problem(doc: Any) -> str | None:
         return f"a JSON {type(doc).__name__.replace('dict', 'object')}, not a fa-doctor report"
     schema = doc.get("schema")
     if schema == SCHEMA:
-        command = doc.get("command")
-        if command not in ("check", "exec"):
+        if (command := doc.get("command")) not in ("check", "exec"):
             return f"a report of `{_s(command, 40)}`, not of check or exec: it says nothing about a node"
         return None
     if schema == FLEET_SCHEMA:
@@ -173,18 +168,15 @@ def _schema_problem(doc: Any) -> str | None:
 
 
 def judge(source: str, doc: Any, when: float = 0.0) -> NodeReport | Refused:
-    problem = _schema_problem(doc)
-    if problem is not None:
+    if (problem := _schema_problem(doc)) is not None:
         return Refused(source, problem)
     status = doc.get("status")
     if status not in ("ok", "warn", "fail"):
         return Refused(source, "no status ok, warn or fail")
-    findings = _findings(doc.get("findings"))
-    if isinstance(findings, str):
+    if isinstance(findings := _findings(doc.get("findings")), str):
         return Refused(source, findings)
     error = _s(doc.get("error"), _TEXT)
-    code = doc.get("exit_code")
-    if error or (type(code) is int and code != 0):
+    if error or (type(code := doc.get("exit_code")) is int and code != 0):
         status = "fail"  # its own run failed its gate: an error, a signal, or a warning under its --strict
     # The host name, and the scheduler's ids if any is set; no host: a report written before reports said where.
     name, ids, host = None, None, doc.get("host")

@@ -246,8 +246,7 @@ def _hardware(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None
         for word in (w for w in _FA3_WORDS if has(w)):
             for start, end in windows(low, word, 160, 200):
                 near = low[start:end]
-                after = start + near.find(word) + len(word)
-                if after < len(low) and low[after].isalnum():
+                if (after := start + near.find(word) + len(word)) < len(low) and low[after].isalnum():
                     continue  # xFormers' operator fa3F is not FA3 itself refusing
                 if any(r in near for r in _REFUSAL) and any(g in near for g in _FA3_GPU):
                     out["ev:fa3-refused"] = "FlashAttention-3 is refused for this GPU or install"
@@ -290,8 +289,7 @@ def evidence(flat: str, low: str, found: Mapping[str, str], has: Callable[[str],
 
 def _rules(rules: tuple[Rule, ...], low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
     for name, literals, rx, reason in rules:
-        lit = _any(has, literals)
-        if lit and (rx is None or first(low, lit, rx, 0, 120)):
+        if (lit := _any(has, literals)) and (rx is None or first(low, lit, rx, 0, 120)):
             out["ev:" + name] = reason
 
 

@@ -61,8 +61,7 @@ def _rebuild(obj: Any, clean: _Clean, depth: int) -> Any:
     fresh = copy.copy(obj)
     for f in fields(obj):
         old = getattr(obj, f.name)
-        new = _walk(old, clean, depth + 1)
-        if new is not old:
+        if (new := _walk(old, clean, depth + 1)) is not old:
             object.__setattr__(fresh, f.name, new)
     return fresh
 

@@ -178,8 +178,7 @@ class HumanRenderer(Renderer):
         shown = [f for f in order if everything or f.severity in (Severity.FAIL, Severity.WARN)]
         for f in shown:
             self.finding(f)
-        hidden = len(order) - len(shown)
-        if hidden:
+        if hidden := len(order) - len(shown):
             self.prose(f"({hidden} passing or informational finding(s) hidden; -v shows them with evidence)", "dim")
         if isinstance(result.payload, FixPayload):
             self._fix(result.payload)
@@ -195,8 +194,7 @@ class HumanRenderer(Renderer):
             self.prose("fix: " + remedy.text, "bold", indent=4)
             for command in remedy_lines(remedy):
                 self.line(command, "cyan", indent=8)
-            apply = fix_command(remedy, f.id)
-            if apply:
+            if apply := fix_command(remedy, f.id):
                 self.line(f"(fa-doctor can do it: {apply})", "dim", indent=8)
             elif remedy.refused:  # the planner's reason: `fix --apply` would refuse it here (issue #26)
                 self.prose(f"(fa-doctor will not do it here: {remedy.refused}; run it by hand)", "dim", indent=8)

@@ -49,8 +49,7 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return jsonable(action_dict(value), depth + 1)
     if isinstance(value, Finding):
         return jsonable(finding_dict(value), depth + 1)  # its remedies with their shell lines and fix command
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict) and not isinstance(value, type):
+    if callable(to_dict := getattr(value, "to_dict", None)) and not isinstance(value, type):
         return jsonable(to_dict(), depth + 1)
     if is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name), depth + 1) for f in fields(value)}

@@ -93,8 +93,7 @@ class JunitRenderer(Renderer):
     def format(self, result: Result) -> str:
         facts = {"fa-doctor.version": __version__, "command": result.command, "strict": scalar(result.strict)}
         facts |= {"status": result.status, "exit_code": str(result.exit_code)}
-        payload = result.check
-        if payload.target is not None:
+        if (payload := result.check).target is not None:
             facts |= {"python": payload.target.executable, "selection": selection_line(payload)}
             facts["gpus"] = gpu_line(payload)
         suite = _Suite(f"fa-doctor {result.command}", facts)

@@ -91,8 +91,7 @@ class MarkdownRenderer(Renderer):
         strict = " · strict" if result.strict else ""
         out.append(f"**{summary_text(result)}** · exit code {result.exit_code}{strict}")
         payload = result.check
-        target = payload.target
-        if target is not None:
+        if (target := payload.target) is not None:
             version = ".".join(map(str, target.version))
             out += ["", f"Python: {code(target.executable)} ({version})  ", inline(selection_line(payload)) + "  "]
             out.append(inline(gpu_line(payload)))

@@ -48,12 +48,11 @@ class PlainProgress:
 
     def static(self, findings: Sequence[Finding], gpus: int) -> None:
         """The static checks' verdict, before the smoke test: the failing and warning findings, one line each."""
-        fail = sum(f.severity is Severity.FAIL for f in findings)
-        warn = sum(f.severity is Severity.WARN for f in findings)
-        self(f"static checks: {fail} failing, {warn} warning(s); smoke test next on {gpus} GPU(s)")
-        for f in findings:
-            if f.severity in (Severity.FAIL, Severity.WARN):
-                self(f"  {f.severity.value}: {f.title} [{f.id}]")
+        loud = [f for f in findings if f.severity in (Severity.FAIL, Severity.WARN)]
+        fail = sum(f.severity is Severity.FAIL for f in loud)
+        self(f"static checks: {fail} failing, {len(loud) - fail} warning(s); smoke test next on {gpus} GPU(s)")
+        for f in loud:
+            self(f"  {f.severity.value}: {f.title} [{f.id}]")
 
 
 @contextmanager
