@@ -245,8 +245,7 @@ class Merger:
             groups = tuple(prints[i] for i, _ in spread)
             variants = max(1, len(agg.variants))
             out.append(FleetFinding(fid, worst[fid], agg.title, held, groups, scope, tuple(agg.remedies), variants))
-        out.sort(key=lambda f: (-f.severity.rank, -len(f.nodes), f.id))
-        return tuple(out)
+        return tuple(sorted(out, key=lambda f: (-f.severity.rank, -len(f.nodes), f.id)))
 
     def _signature(self, node: int) -> tuple[int, int, int]:
         return (self._status[node], self._set[node], self._gpus[node])

@@ -355,9 +355,9 @@ def tokens(low: str) -> list[str]:
 
 
 # Evidence that by itself makes a paste about FlashAttention's world (a word of _RELEVANT does too).
-_STRONG_SHAPES = frozenset(["gpu-not-visible", "cuda-requirement", "xformers-unbuilt", "kernel-call", "fa3-refused"])
 _STRONG = frozenset(
     [
+        *("gpu-not-visible", "cuda-requirement", "xformers-unbuilt", "kernel-call", "fa3-refused"),
         *("compiler-flag", "linker", "long-path", "unpack", "headdim", "headdim-over-256", "built-for", "dll"),
         *("cap-pre-ampere", "cap-ampere", "cap-hopper", "cap-blackwell", "gpu-pre-ampere", "gpu-blackwell"),
         *("glibc", "rocm", "gfx", "no-kernel-image", "kv-cache-dtype", "cute-dsl", "fa3", "fa4", "fa2-ext"),
@@ -369,9 +369,8 @@ _STRONG = frozenset(
 def relevant(ev: Mapping[str, str], has: Callable[[str], bool]) -> bool:
     """Whether the paste is about FlashAttention's world at all (else the model names no category)."""
     names = {name[3:] for name in ev}
-    if names & (_STRONG | _STRONG_SHAPES) or any(n.startswith(("symbol-", "missing-", "solib-")) for n in names):
-        return True
-    return any(has(w) for w in _RELEVANT)
+    strong = not names.isdisjoint(_STRONG) or any(n.startswith(("symbol-", "missing-", "solib-")) for n in names)
+    return strong or any(has(w) for w in _RELEVANT)
 
 
 # Where each kind of evidence usually points, written from how the libraries fail (docs/explain.md).

@@ -55,8 +55,7 @@ def normalise(text: str) -> str:
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
         for odd, plain in _ODD_CHARS:
-            if odd in text:
-                text = text.replace(odd, plain)
+            text = text.replace(odd, plain)
     if "```" in text or "~~~" in text:
         text = _FENCE.sub("", text)
     text = _PREFIX.sub("", text)

@@ -79,11 +79,11 @@ def _render_pip(action: PipInstall, shell: Shell) -> str:
             command = "env " + " ".join(quote(f"{k}={v}", shell) for k, v in action.env) + " " + command
         else:
             prefix = "".join(f"$env:{k} = {quote(v, shell)}; " for k, v in action.env)
-    if not action.constraints:
-        return prefix + command
-    if shell is Shell.POWERSHELL:
-        return prefix + ", ".join(quote(c, shell) for c in action.constraints) + " | " + command
-    return "printf '%s\\n' " + " ".join(quote(c, shell) for c in action.constraints) + " | " + command
+    if action.constraints:  # the pins reach pip on stdin (`-c /dev/stdin`)
+        words = [quote(c, shell) for c in action.constraints]
+        feed = ", ".join(words) if shell is Shell.POWERSHELL else "printf '%s\\n' " + " ".join(words)
+        command = f"{feed} | {command}"
+    return prefix + command
 
 
 def _render_build(action: BuildFromClone, shell: Shell) -> str:
@@ -130,9 +130,6 @@ def describe(action: Action) -> str:
     return f"Run {shlex.join(action.argv)}"
 
 
-# ---- remedies -----------------------------------------------------------------------------------------------
-
-
 def remedy_lines(remedy: Remedy, shell: str = "bash") -> tuple[str, ...]:
     """Every line to paste, for `shell`: the text commands, then each action rendered and quoted."""
     return tuple(remedy.commands) + tuple(render(a, shell) for a in remedy.actions)
@@ -177,8 +174,7 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
     }
 
 
-# ---- fix --unset-override -----------------------------------------------------------------------------------
-_EVAL = {  # any other shell: sh's
+_EVAL = {  # how a shell runs `fix --unset-override`'s output (any other shell: as sh does)
     "fish": "fa-doctor fix --unset-override{args} | source",
     "powershell": "fa-doctor fix --unset-override{args} | Out-String | Invoke-Expression",
 }
