@@ -54,12 +54,6 @@ class _Agg:
     variants: set[int]  # hashes of the distinct remedies seen, up to _VARIANTS_COUNTED
 
 
-@dataclass(slots=True)
-class _Dup:
-    reports: int
-    dropped: list[str]
-
-
 def fingerprint(install: Install) -> str:
     text = json.dumps(astuple(install), separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
@@ -92,7 +86,8 @@ class Merger:
         self._installs: dict[Install, int] = {}
         self._sets: dict[Pairs, int] = {}
         self._findings: dict[str, _Agg] = {}
-        self._dups: dict[int, _Dup] = {}
+        self._dups: dict[int, list[str]] = {}  # a node reported more than once -> the first sources not merged
+        self._dup_reports: Counter[int] = Counter()  # and how many of its reports were not merged
 
     def add(self, item: Document | NodeReport | Refused) -> None:
         judged = judge(item.source, item.doc, item.when) if isinstance(item, Document) else item
@@ -140,11 +135,11 @@ class Merger:
         return None
 
     def _duplicate(self, slot: int, dropped: str) -> None:
-        dup = self._dups.setdefault(slot, _Dup(1, []))
-        dup.reports += 1
+        sources = self._dups.setdefault(slot, [])
+        self._dup_reports[slot] += 1
         self.duplicate_reports += 1
-        if len(dup.dropped) < _DROPPED_LISTED:
-            dup.dropped.append(dropped)
+        if len(sources) < _DROPPED_LISTED:
+            sources.append(dropped)
 
     def _aggregate(self, f: Seen) -> None:
         agg = self._findings.get(f.id)
@@ -194,8 +189,8 @@ class Merger:
         nodes = Nodes(tuple(names), tuple(self._sources), dict(self._errors), *numbers, tuple(sets))
         outliers = [o for i in held for o in self._outliers(prints[i], members[i], names, sets)]
         duplicates = [
-            Duplicate(names[slot], self._sources[slot], tuple(dup.dropped), dup.reports)
-            for slot, dup in sorted(self._dups.items())[:LISTED]
+            Duplicate(names[slot], self._sources[slot], tuple(dropped), self._dup_reports[slot] + 1)
+            for slot, dropped in sorted(self._dups.items())[:LISTED]
         ]
         return FleetPayload(
             nodes=nodes,

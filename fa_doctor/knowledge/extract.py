@@ -129,7 +129,6 @@ def extract(flat: str, low: str, has: Callable[[str], bool]) -> dict[str, str]:
             out["required_by"] = group(m, 4)
         if lib := _file_before(flat, low, ": version"):
             out["library_path"] = lib
-    # modules
     found: list[str] = []
     for anchor, rx in _MODULES:
         if has(anchor):
@@ -162,7 +161,6 @@ def extract(flat: str, low: str, has: Callable[[str], bool]) -> dict[str, str]:
         out["python"] = f"3.{m.group(1)}"
     if m := search("attention-backend", _BACKEND, 12, 30):
         out["backend"] = f"--{m.group(1)} {group(m, 2)}"
-    # arch
     if m := search("found (", _FOUND_CC, 0, 12):
         out["capability"] = f"{m.group(1)}.{m.group(2)}"
     elif m := search("compute capability", _CC, 0, 8):
