@@ -1,6 +1,5 @@
-"""The versioned JSON envelope: one document on stdout, always. The only place a result becomes dicts. The fleet
-report (`fa-doctor.fleet/1`, docs/fleet.md describes every key) is written by `pretty`, as `json.dumps(indent=2,
-ensure_ascii=True)` would write it, without the standard library's pure-Python indenter (docs/fleet.md: Scale)."""
+"""The versioned JSON envelope: one document on stdout, always; the only place a result becomes dicts. The fleet
+report is written by `pretty`, as `json.dumps(indent=2, ensure_ascii=True)` would, faster (docs/fleet.md: Scale)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""JUnit XML for CI test reporters (GitLab, Jenkins, GitHub test-report actions), written with ElementTree: one
-testsuite, a testcase per finding (per node for a fleet), every attribute the JUnit schemas require
-(docs/render.md); ASCII, everything else as character references, so no console encoding can break it."""
+"""JUnit XML for CI test reporters, written with ElementTree: one testsuite, a testcase per finding (per node for a
+fleet), every attribute the JUnit schemas require, ASCII only (docs/render.md: "JUnit XML")."""
 
 from __future__ import annotations
 
