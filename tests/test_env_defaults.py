@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fakeenv import FakeEnv
 
-from fa_doctor.render.terminal import wants_color
+from fa_doctor.render.progress import wants_color
 
 ESC = "\x1b["
 

@@ -36,7 +36,7 @@ class Outputs:
     output: str | None = None  # -o/--output: the report goes to this file, not to the stream
 
     def color(self, stream: IO[str]) -> bool:
-        from fa_doctor.render.terminal import wants_color
+        from fa_doctor.render.progress import wants_color
 
         return wants_color(stream, self.no_color)
 
@@ -69,7 +69,7 @@ def render(
     from fa_doctor.render.base import renderer_for
 
     if fmt == "human" and quiet:
-        from fa_doctor.render.quiet import QuietRenderer
+        from fa_doctor.render.human import QuietRenderer
 
         return QuietRenderer(color=color, width=width, wrap=wrap).render(result)
     return renderer_for(fmt, verbose=verbose, color=color, width=width, wrap=wrap).render(result)

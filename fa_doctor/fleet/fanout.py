@@ -47,26 +47,20 @@ def label(node: dict[str, Any]) -> str:
     return f"{host} (ray:{str(node.get('NodeID', ''))[:12]})"
 
 
-def _reachable(address: str) -> str | None:
-    """Ray retries a GCS address that does not answer for minutes: a plain TCP connection says so in seconds."""
-    host, _, port = address.rpartition(":")
-    if not port.isdigit() or not host or "://" in address:
-        return None  # ray://..., a name Ray resolves itself: let Ray judge it
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_SECONDS).close()
-    except OSError as exc:
-        return f"nothing answers there ({exc.strerror or type(exc).__name__})"
-    return None
-
-
 def _connect(address: str | None) -> Any:
     try:
         import ray
     except ImportError:
         raise NoRay("fleet ray needs Ray on this machine and the nodes: pip install 'fa-doctor[fleet]'") from None
-    problem = _reachable(address) if address else None
-    if problem:
-        raise NoRay(f"cannot connect to a Ray cluster at {address}: {problem}")
+    # Ray retries a GCS address that does not answer for minutes: a plain TCP connection says so in seconds
+    # (ray://... and a name Ray resolves itself are left to Ray).
+    host, _, port = (address or "").rpartition(":")
+    if address and port.isdigit() and host and "://" not in address:
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=_CONNECT_SECONDS).close()
+        except OSError as exc:
+            why = f"nothing answers there ({exc.strerror or type(exc).__name__})"
+            raise NoRay(f"cannot connect to a Ray cluster at {address}: {why}") from None
     try:
         ray.init(address=address or "auto", log_to_driver=False, logging_level=logging.WARNING)
     except Exception as exc:  # ConnectionError, RuntimeError: Ray's words for "no cluster there"

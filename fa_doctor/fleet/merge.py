@@ -40,12 +40,8 @@ _DROPPED_LISTED = 3  # per duplicated node, the sources of the reports not merge
 _REMEDIES_KEPT = 6
 _VARIANTS_COUNTED = 1_000  # distinct remedies counted per finding id (remedy_variants stops there)
 _RANK = {"ok": 0, "warn": 1, "fail": 2}
-_ERROR_SEEN = Seen(
-    NODE_ERROR,
-    Severity.FAIL,
-    "fa-doctor could not check the node",
-    (Remedy("Run `fa-doctor check` on the node by hand: its error says what stopped it (the node's line)."),),
-)
+_ERROR_FIX = Remedy("Run `fa-doctor check` on the node by hand: its error says what stopped it (the node's line).")
+_ERROR_SEEN = Seen(NODE_ERROR, Severity.FAIL, "fa-doctor could not check the node", (_ERROR_FIX,))
 
 Pairs = tuple[tuple[str, Severity], ...]
 
@@ -56,12 +52,6 @@ class _Agg:
     severity: Severity  # of the title
     remedies: dict[Remedy, None]  # the first _REMEDIES_KEPT, in the order seen
     variants: set[int]  # hashes of the distinct remedies seen, up to _VARIANTS_COUNTED
-
-
-@dataclass(slots=True)
-class _Dup:
-    reports: int
-    dropped: list[str]
 
 
 def fingerprint(install: Install) -> str:
@@ -82,31 +72,27 @@ class Merger:
     def __init__(self, max_nodes: int = MAX_NODES) -> None:
         self.max_nodes = max_nodes
         self.refused: list[Refused] = []  # the first LISTED
-        self.refused_count = 0
-        self.duplicate_reports = 0
+        self.refused_count = self.duplicate_reports = 0
         self._slot: dict[str, int] = {}  # identity -> node index
         # One entry per node in each column: the node's text in lists, its numbers in arrays.
         self._hosts: list[str | None] = []
         self._scheduler: list[str | None] = []
         self._sources: list[str] = []
         self._errors: dict[int, str] = {}
-        self._when = array("d")
-        self._install = indexes()
-        self._status = array("B")
-        self._set = indexes()
-        self._gpus = indexes()
+        self._when, self._status = array("d"), array("B")
+        self._install, self._set, self._gpus = indexes(), indexes(), indexes()
         self._columns: tuple[Any, ...] = (self._hosts, self._scheduler, self._sources, self._when)
         self._columns += (self._install, self._status, self._set, self._gpus)
         self._installs: dict[Install, int] = {}
         self._sets: dict[Pairs, int] = {}
         self._findings: dict[str, _Agg] = {}
-        self._dups: dict[int, _Dup] = {}
+        self._dups: dict[int, list[str]] = {}  # a node reported more than once -> the first sources not merged
+        self._dup_reports: Counter[int] = Counter()  # and how many of its reports were not merged
 
     def add(self, item: Document | NodeReport | Refused) -> None:
         judged = judge(item.source, item.doc, item.when) if isinstance(item, Document) else item
         if isinstance(judged, NodeReport):
-            problem = self._add(judged)
-            if problem is None:
+            if (problem := self._add(judged)) is None:
                 return
             judged = Refused(judged.source, problem)
         self.refused_count += 1
@@ -125,8 +111,7 @@ class Merger:
         if install is None and len(self._installs) >= MAX_GROUPS:
             return f"a new install beyond {MAX_GROUPS} distinct ones, the most one merge holds"
         seen = (_ERROR_SEEN, *report.findings) if report.error else report.findings
-        new = {f.id for f in seen} - self._findings.keys()
-        if len(self._findings) + len(new) > MAX_FINDING_IDS:
+        if len(self._findings) + len({f.id for f in seen} - self._findings.keys()) > MAX_FINDING_IDS:
             return f"finding ids beyond {MAX_FINDING_IDS} distinct ones, the most one merge holds"
         if install is None:
             install = self._installs[report.install] = len(self._installs)
@@ -150,11 +135,11 @@ class Merger:
         return None
 
     def _duplicate(self, slot: int, dropped: str) -> None:
-        dup = self._dups.setdefault(slot, _Dup(1, []))
-        dup.reports += 1
+        sources = self._dups.setdefault(slot, [])
+        self._dup_reports[slot] += 1
         self.duplicate_reports += 1
-        if len(dup.dropped) < _DROPPED_LISTED:
-            dup.dropped.append(dropped)
+        if len(sources) < _DROPPED_LISTED:
+            sources.append(dropped)
 
     def _aggregate(self, f: Seen) -> None:
         agg = self._findings.get(f.id)
@@ -204,8 +189,8 @@ class Merger:
         nodes = Nodes(tuple(names), tuple(self._sources), dict(self._errors), *numbers, tuple(sets))
         outliers = [o for i in held for o in self._outliers(prints[i], members[i], names, sets)]
         duplicates = [
-            Duplicate(names[slot], self._sources[slot], tuple(dup.dropped), dup.reports)
-            for slot, dup in sorted(self._dups.items())[:LISTED]
+            Duplicate(names[slot], self._sources[slot], tuple(dropped), self._dup_reports[slot] + 1)
+            for slot, dropped in sorted(self._dups.items())[:LISTED]
         ]
         return FleetPayload(
             nodes=nodes,
@@ -255,8 +240,7 @@ class Merger:
             groups = tuple(prints[i] for i, _ in spread)
             variants = max(1, len(agg.variants))
             out.append(FleetFinding(fid, worst[fid], agg.title, held, groups, scope, tuple(agg.remedies), variants))
-        out.sort(key=lambda f: (-f.severity.rank, -len(f.nodes), f.id))
-        return tuple(out)
+        return tuple(sorted(out, key=lambda f: (-f.severity.rank, -len(f.nodes), f.id)))
 
     def _signature(self, node: int) -> tuple[int, int, int]:
         return (self._status[node], self._set[node], self._gpus[node])

@@ -169,12 +169,9 @@ class FleetPayload:
         c = self.counts
         text = f"{len(self.nodes)} node(s) in {len(self.groups)} group(s): {c['ok']} ok, {c['warn']} warn"
         extra = [f"{c[k]} {k}" for k in ("refused", "unreachable") if c[k]]
-        if self.outliers:
-            extra.append(f"{len(self.outliers)} outlier(s)")
-        if self.duplicate_reports:
-            extra.append(f"{self.duplicate_nodes} node(s) reported more than once")
-        if self.expected is not None:
-            extra.append(f"{self.expected} expected")
+        extra += [f"{len(self.outliers)} outlier(s)"] if self.outliers else []
+        extra += [f"{self.duplicate_nodes} node(s) reported more than once"] if self.duplicate_reports else []
+        extra += [f"{self.expected} expected"] if self.expected is not None else []
         return f"{text}, {c['fail']} fail" + ("; " + ", ".join(extra) if extra else "")
 
     def node_names(self, nodes: Sequence[int], limit: int | None = 10) -> str:

@@ -51,17 +51,14 @@ class NodeReport(NamedTuple):  # a tuple: made once per report (10,000s), 5x che
 def identity(host: HostFacts) -> str:
     """What names the node itself, not the run: the scheduler's id of the node (a Ray node id, the Kubernetes
     node, the Slurm node's name; not the job or the pod, which come and go), else the host name."""
-    if host.ray_node_id:
-        return f"ray:{host.ray_node_id}"
-    if host.k8s_node:
-        return f"k8s:{host.k8s_node}"
-    if host.k8s_pod:
-        return f"k8s-pod:{host.k8s_namespace or ''}/{host.k8s_pod}"
-    if host.slurm_node_name:
-        return f"slurm:{host.slurm_node_name}"
-    if host.slurm_node_id:
-        return f"slurm-job:{host.slurm_job_id or ''}/{host.slurm_node_id}"
-    return f"host:{host.name}"
+    ids = (
+        ("ray", host.ray_node_id),
+        ("k8s", host.k8s_node),
+        ("k8s-pod", host.k8s_pod and f"{host.k8s_namespace or ''}/{host.k8s_pod}"),
+        ("slurm", host.slurm_node_name),
+        ("slurm-job", host.slurm_node_id and f"{host.slurm_job_id or ''}/{host.slurm_node_id}"),
+    )
+    return next((f"{kind}:{value}" for kind, value in ids if value), f"host:{host.name}")
 
 
 def _s(value: Any, limit: int = _SHORT) -> str | None:
@@ -74,11 +71,6 @@ def _d(value: Any) -> Mapping[str, Any]:
 
 def _l(value: Any) -> list[Any]:
     return value[:_MAX_ITEMS] if type(value) is list else []
-
-
-def _k(value: Any) -> Any:
-    """What `_install` reads of a value: the string itself, else only whether it is set."""
-    return value if type(value) is str else bool(value)
 
 
 def _raw_pairs(items: list[Any], first: str, second: str) -> frozenset[tuple[Any, Any]]:
@@ -111,18 +103,15 @@ def install_of(doc: Mapping[str, Any]) -> tuple[Install, int]:
     try:
         return _install(key), len(devices)
     except TypeError:  # a list or an object where a string belongs: only whether it is set is read
-        return _install((*key[:2], *map(_k, key[2:]))), len(devices)
+        return _install((*key[:2], *(v if type(v) is str else bool(v) for v in key[2:]))), len(devices)
 
 
 @functools.lru_cache(maxsize=1024)
 def _install(key: tuple[Any, ...]) -> Install:
     packages, devices, version, cuda, hip, driver, cuda_driver, *rest = key
     platform = f"CUDA {_s(cuda)}" if cuda else f"ROCm {_s(hip)}" if hip else "CPU"
-    runs = []
-    for phase, (implementation, backend, source) in zip(("prefill", "decode"), (rest[4:7], rest[7:10]), strict=True):
-        what = _s(implementation) or _s(backend)
-        if what:
-            runs.append(f"{phase} {what} ({_s(source)})")
+    phases = zip(("prefill", "decode"), (rest[4:7], rest[7:10]), strict=True)
+    runs = [f"{p} {what} ({_s(src)})" for p, (impl, backend, src) in phases if (what := _s(impl) or _s(backend))]
     return Install(
         packages=tuple(sorted({f"{_s(n)} {_s(v)}" for n, v in packages} - {"None None"})),
         torch=f"{_s(version)} ({platform})" if version else None,
@@ -157,8 +146,7 @@ def _findings(value: Any) -> tuple[Seen, ...] | str:
             return f"finding {number} has no valid id and severity"
         if level is not Severity.OK:
             seen.append(Seen(fid, level, _s(item.get("title"), _TEXT) or fid, _remedies(item.get("remedies"))))
-    seen.sort(key=lambda f: -f.severity.rank)
-    return tuple(seen)
+    return tuple(sorted(seen, key=lambda f: -f.severity.rank))
 
 
 def _schema_problem(doc: Any) -> str | None:
@@ -166,8 +154,7 @@ def _schema_problem(doc: Any) -> str | None:
         return f"a JSON {type(doc).__name__.replace('dict', 'object')}, not a fa-doctor report"
     schema = doc.get("schema")
     if schema == SCHEMA:
-        command = doc.get("command")
-        if command not in ("check", "exec"):
+        if (command := doc.get("command")) not in ("check", "exec"):
             return f"a report of `{_s(command, 40)}`, not of check or exec: it says nothing about a node"
         return None
     if schema == FLEET_SCHEMA:
@@ -180,30 +167,23 @@ def _schema_problem(doc: Any) -> str | None:
     return f"not a fa-doctor report (its schema is not {SCHEMA})"
 
 
-def _host(raw: Any) -> tuple[str | None, HostFacts | None]:
-    """The host name, and the scheduler's ids if any is set (most reports outside a scheduler have none)."""
-    if type(raw) is not dict:
-        return None, None  # a report written before reports said where they ran
-    name = _s(raw.get("name")) or "unknown"
-    ids = [_s(raw.get(f)) for f in _HOST_FIELDS]
-    return name, (HostFacts(name, *ids) if any(ids) else None)
-
-
 def judge(source: str, doc: Any, when: float = 0.0) -> NodeReport | Refused:
-    problem = _schema_problem(doc)
-    if problem is not None:
+    if (problem := _schema_problem(doc)) is not None:
         return Refused(source, problem)
     status = doc.get("status")
     if status not in ("ok", "warn", "fail"):
         return Refused(source, "no status ok, warn or fail")
-    findings = _findings(doc.get("findings"))
-    if isinstance(findings, str):
+    if isinstance(findings := _findings(doc.get("findings")), str):
         return Refused(source, findings)
     error = _s(doc.get("error"), _TEXT)
-    code = doc.get("exit_code")
-    if error or (type(code) is int and code != 0):
+    if error or (type(code := doc.get("exit_code")) is int and code != 0):
         status = "fail"  # its own run failed its gate: an error, a signal, or a warning under its --strict
-    name, ids = _host(doc.get("host"))
+    # The host name, and the scheduler's ids if any is set; no host: a report written before reports said where.
+    name, ids, host = None, None, doc.get("host")
+    if type(host) is dict:
+        name = _s(host.get("name")) or "unknown"
+        found = [_s(host.get(f)) for f in _HOST_FIELDS]
+        ids = HostFacts(name, *found) if any(found) else None
     who = identity(ids) if ids else f"source:{source}" if name is None else f"host:{name}"
     install, gpus = install_of(doc)
     sched = ids.scheduler_id if ids else None

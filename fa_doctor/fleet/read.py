@@ -83,8 +83,7 @@ class _Reader:
     def _skip_to_start(self, after: int) -> None:
         """Past everything up to the next line that starts with `{`, reading on without keeping what is skipped."""
         while True:
-            found = self.text.find(_START, max(after, self.pos))
-            if found >= 0:
+            if (found := self.text.find(_START, max(after, self.pos))) >= 0:
                 self.pos = found + 1
                 return
             after, self.pos = 0, max(self.pos, len(self.text) - 1)  # keep a last "\n": a "{" may follow it

@@ -1,6 +1,5 @@
-"""The fleet's own findings (`fleet.*`, listed in docs/fleet.md), which decide its exit code: 1 when a node fails
-or gave no report, or fewer distinct nodes reported than expected; `--strict` fails on warnings, outliers, refused
-and duplicated reports too; 2 when no node report could be read at all."""
+"""The fleet's own findings (`fleet.*`), which decide its exit code (docs/fleet.md: "Exit codes" and "The fleet's
+own finding ids")."""
 
 from __future__ import annotations
 

@@ -187,7 +187,8 @@ class Verdict:
 
 
 def verdicts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
-    """category -> what this machine says about it (categories it says nothing about are absent)."""
+    """category -> what this machine says about it (categories it says nothing about are absent): check's findings
+    first, then the target's facts."""
     bad: dict[str, list[Finding]] = {}
     for f in findings:
         if f.severity in (Severity.FAIL, Severity.WARN) or (f.id in _FACTS and f.severity is Severity.INFO):
@@ -202,42 +203,38 @@ def verdicts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
         out["abi-mismatch"] = Verdict(
             CONFIRMED, f"torch differs from a build's pin: {requirement[0].title}", ("package.requirement",)
         )
-    for category, verdict in _from_facts(facts, findings).items():
-        out.setdefault(category, verdict)
-    return out
 
+    def say(state: str, category: str, reason: str) -> None:
+        out.setdefault(category, Verdict(state, reason))
 
-def _from_facts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
-    out: dict[str, Verdict] = {}
-    yes, no = partial(Verdict, CONFIRMED), partial(Verdict, RULED_OUT)
+    yes, no = partial(say, CONFIRMED), partial(say, RULED_OUT)
     torch, caps = facts.torch, facts.capabilities
-    ids = {f.id for f in findings}
+    seen = {f.id for f in findings}
     gpus = ", ".join(f"{d.name} ({d.capability[0]}.{d.capability[1]})" for d in facts.gpus.devices if d.capability)
     if torch is not None and torch.hip:
-        out["rocm"] = yes(f"torch {torch.version} is a ROCm build (HIP {torch.hip})")
+        yes("rocm", f"torch {torch.version} is a ROCm build (HIP {torch.hip})")
     elif torch is not None and torch.cuda and facts.gpus.devices:
-        out["rocm"] = no(f"torch {torch.version} is a CUDA build and the GPUs are NVIDIA's ({gpus})")
+        no("rocm", f"torch {torch.version} is a CUDA build and the GPUs are NVIDIA's ({gpus})")
     if torch is not None and torch.cuda and facts.gpus.devices:
-        out["no-gpu"] = no(f"torch {torch.version} has CUDA {torch.cuda} and sees {gpus}")
-    if caps and all(c >= (8, 0) for c in caps) and "binary.archs" in ids:
-        out["arch-unsupported"] = no(
-            f"every GPU is Ampere or newer ({gpus}) and the installed extensions carry code for them"
+        no("no-gpu", f"torch {torch.version} has CUDA {torch.cuda} and sees {gpus}")
+    if caps and all(c >= (8, 0) for c in caps) and "binary.archs" in seen:
+        no(
+            "arch-unsupported",
+            f"every GPU is Ampere or newer ({gpus}) and the installed extensions carry code for them",
         )
     if caps and all(c < (9, 0) for c in caps):
-        out["fa3-unavailable"] = yes(f"FlashAttention-3 needs a Hopper GPU (9.0); this machine has {gpus}")
-    if "binary.archs" in ids:  # the compiled extensions were read
-        if "binary.undefined_symbol" not in ids and torch is not None:
-            out["abi-mismatch"] = no(
-                f"every torch symbol the installed extensions need is exported by torch {torch.version}"
-            )
-        if "binary.glibc" not in ids:
-            out["glibc"] = no(f"the installed extensions' glibc/libstdc++ needs are met ({facts.target.libc})")
+        yes("fa3-unavailable", f"FlashAttention-3 needs a Hopper GPU (9.0); this machine has {gpus}")
+    if "binary.archs" in seen:  # the compiled extensions were read
+        if "binary.undefined_symbol" not in seen and torch is not None:
+            no("abi-mismatch", f"every torch symbol the installed extensions need is exported by torch {torch.version}")
+        if "binary.glibc" not in seen:
+            no("glibc", f"the installed extensions' glibc/libstdc++ needs are met ({facts.target.libc})")
     cuda = facts.gpus.cuda_driver_version
     driver, runtime = _version(cuda), facts.torch_cuda
     if driver and runtime and driver < runtime:
-        out["driver-too-old"] = yes(f"the driver supports CUDA {cuda}, torch is built for a newer CUDA")
+        yes("driver-too-old", f"the driver supports CUDA {cuda}, torch is built for a newer CUDA")
     elif driver and runtime:
-        out["driver-too-old"] = no(f"the driver supports CUDA {cuda}, enough for torch's CUDA")
+        no("driver-too-old", f"the driver supports CUDA {cuda}, enough for torch's CUDA")
     return out
 
 

@@ -63,8 +63,7 @@ def _worded(cause: str, hit: Hit, v: Mapping[str, str]) -> tuple[str, dict[str, 
         lib = v["library"]
         if lib.startswith("libcuda."):
             return f"The NVIDIA driver library {lib} cannot be found: no driver is installed.", {"library": lib}
-        major = lib.partition(".so.")[2].split(".")[0]
-        if major.isdigit() and lib.startswith(_CUDA_MAJOR_LIBS):
+        if (major := lib.partition(".so.")[2].split(".")[0]).isdigit() and lib.startswith(_CUDA_MAJOR_LIBS):
             summary = f"The build needs the CUDA {major} runtime ({lib}), which is not installed where it can be found."
             return summary, {"library": lib, "cuda_major": int(major)}
         summary = f"The build needs the CUDA library {lib}, which is not installed where it can be found."

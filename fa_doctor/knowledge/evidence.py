@@ -234,27 +234,6 @@ def _family(library: str) -> str:
     return "extension"
 
 
-def _symbol(found: Mapping[str, str], out: dict[str, str]) -> None:
-    if "symbol" not in found:
-        return
-    if lib := found.get("library_path"):
-        fam = _family(lib)
-        out["ev:symbol-in-" + fam] = f"the library asking for the symbol is {fam}'s ({found.get('library', lib)})"
-    if version := found.get("symbol_version"):
-        fam = _family(version)
-        out["ev:symbol-versioned-" + fam] = f"the missing symbol is versioned by {version} ({fam})"
-
-
-def _imports(found: Mapping[str, str], has: Callable[[str], bool], out: dict[str, str]) -> None:
-    module = found.get("module", "")
-    if not module or not (has("no module named") or has("no such module")):
-        return
-    parts = module.lower().split(".")
-    top = "_c" if parts[0] in ("vllm", "sglang") and len(parts) > 1 and parts[1].startswith("_") else parts[0]
-    kind, why = next(((k, w) for group, k, w in _MODULE_KINDS if top in group), ("dependency", _DEPENDENCY))
-    out["ev:missing-kind-" + kind] = f"the missing module '{module}' is {why}"
-
-
 def _hardware(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
     for name, rx, anchors, what in (
         ("gpu-hopper", _GPU_HOPPER, ("h100", "h800", "h200", "h20", "gh200", "hopper"), "a Hopper GPU"),
@@ -267,23 +246,11 @@ def _hardware(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None
         for word in (w for w in _FA3_WORDS if has(w)):
             for start, end in windows(low, word, 160, 200):
                 near = low[start:end]
-                after = start + near.find(word) + len(word)
-                if after < len(low) and low[after].isalnum():
+                if (after := start + near.find(word) + len(word)) < len(low) and low[after].isalnum():
                     continue  # xFormers' operator fa3F is not FA3 itself refusing
                 if any(r in near for r in _REFUSAL) and any(g in near for g in _FA3_GPU):
                     out["ev:fa3-refused"] = "FlashAttention-3 is refused for this GPU or install"
                     return
-
-
-def _platform(low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
-    if has("driver") and first(low, "driver", _DRIVER_FOUND, 0, 120):
-        out["ev:driver-cuda-found"] = "the driver's CUDA version is stated"
-    if has("cuda_visible_devices") and first(low, "cuda_visible_devices", _EMPTY_VISIBLE, 0, 30):
-        out["ev:visible-devices-empty"] = "CUDA_VISIBLE_DEVICES hides every GPU"
-    # A dispatcher's refusal list (xFormers: each operator and its reasons) where the library's compiled part did
-    # not load: that reason makes every operator refuse, whatever capability or dtype lines stand beside it.
-    if has(_REASONS) and any(has(u) for u in _UNBUILT):
-        out["ev:operators-unbuilt"] = "every operator is refused because the library's compiled part did not load"
 
 
 def _any(has: Callable[[str], bool], literals: tuple[str, ...]) -> str:
@@ -297,17 +264,32 @@ def evidence(flat: str, low: str, found: Mapping[str, str], has: Callable[[str],
     _rules(RULES, low, has, out)
     _values(flat, low, found, has, out)
     _rules(SHAPES, low, has, out)
-    _symbol(found, out)
-    _imports(found, has, out)
+    if "symbol" in found and (lib := found.get("library_path")):
+        fam = _family(lib)
+        out["ev:symbol-in-" + fam] = f"the library asking for the symbol is {fam}'s ({found.get('library', lib)})"
+    if "symbol" in found and (version := found.get("symbol_version")):
+        fam = _family(version)
+        out["ev:symbol-versioned-" + fam] = f"the missing symbol is versioned by {version} ({fam})"
+    if (module := found.get("module", "")) and (has("no module named") or has("no such module")):
+        parts = module.lower().split(".")
+        top = "_c" if parts[0] in ("vllm", "sglang") and len(parts) > 1 and parts[1].startswith("_") else parts[0]
+        kind, why = next(((k, w) for group, k, w in _MODULE_KINDS if top in group), ("dependency", _DEPENDENCY))
+        out["ev:missing-kind-" + kind] = f"the missing module '{module}' is {why}"
     _hardware(low, has, out)
-    _platform(low, has, out)
+    if has("driver") and first(low, "driver", _DRIVER_FOUND, 0, 120):
+        out["ev:driver-cuda-found"] = "the driver's CUDA version is stated"
+    if has("cuda_visible_devices") and first(low, "cuda_visible_devices", _EMPTY_VISIBLE, 0, 30):
+        out["ev:visible-devices-empty"] = "CUDA_VISIBLE_DEVICES hides every GPU"
+    # A dispatcher's refusal list (xFormers: each operator and its reasons) where the library's compiled part did
+    # not load: that reason makes every operator refuse, whatever capability or dtype lines stand beside it.
+    if has(_REASONS) and any(has(u) for u in _UNBUILT):
+        out["ev:operators-unbuilt"] = "every operator is refused because the library's compiled part did not load"
     return out
 
 
 def _rules(rules: tuple[Rule, ...], low: str, has: Callable[[str], bool], out: dict[str, str]) -> None:
     for name, literals, rx, reason in rules:
-        lit = _any(has, literals)
-        if lit and (rx is None or first(low, lit, rx, 0, 120)):
+        if (lit := _any(has, literals)) and (rx is None or first(low, lit, rx, 0, 120)):
             out["ev:" + name] = reason
 
 
@@ -373,9 +355,9 @@ def tokens(low: str) -> list[str]:
 
 
 # Evidence that by itself makes a paste about FlashAttention's world (a word of _RELEVANT does too).
-_STRONG_SHAPES = frozenset(["gpu-not-visible", "cuda-requirement", "xformers-unbuilt", "kernel-call", "fa3-refused"])
 _STRONG = frozenset(
     [
+        *("gpu-not-visible", "cuda-requirement", "xformers-unbuilt", "kernel-call", "fa3-refused"),
         *("compiler-flag", "linker", "long-path", "unpack", "headdim", "headdim-over-256", "built-for", "dll"),
         *("cap-pre-ampere", "cap-ampere", "cap-hopper", "cap-blackwell", "gpu-pre-ampere", "gpu-blackwell"),
         *("glibc", "rocm", "gfx", "no-kernel-image", "kv-cache-dtype", "cute-dsl", "fa3", "fa4", "fa2-ext"),
@@ -387,9 +369,8 @@ _STRONG = frozenset(
 def relevant(ev: Mapping[str, str], has: Callable[[str], bool]) -> bool:
     """Whether the paste is about FlashAttention's world at all (else the model names no category)."""
     names = {name[3:] for name in ev}
-    if names & (_STRONG | _STRONG_SHAPES) or any(n.startswith(("symbol-", "missing-", "solib-")) for n in names):
-        return True
-    return any(has(w) for w in _RELEVANT)
+    strong = not names.isdisjoint(_STRONG) or any(n.startswith(("symbol-", "missing-", "solib-")) for n in names)
+    return strong or any(has(w) for w in _RELEVANT)
 
 
 # Where each kind of evidence usually points, written from how the libraries fail (docs/explain.md).

@@ -129,7 +129,6 @@ def extract(flat: str, low: str, has: Callable[[str], bool]) -> dict[str, str]:
             out["required_by"] = group(m, 4)
         if lib := _file_before(flat, low, ": version"):
             out["library_path"] = lib
-    # modules
     found: list[str] = []
     for anchor, rx in _MODULES:
         if has(anchor):
@@ -162,7 +161,6 @@ def extract(flat: str, low: str, has: Callable[[str], bool]) -> dict[str, str]:
         out["python"] = f"3.{m.group(1)}"
     if m := search("attention-backend", _BACKEND, 12, 30):
         out["backend"] = f"--{m.group(1)} {group(m, 2)}"
-    # arch
     if m := search("found (", _FOUND_CC, 0, 12):
         out["capability"] = f"{m.group(1)}.{m.group(2)}"
     elif m := search("compute capability", _CC, 0, 8):
@@ -202,22 +200,15 @@ def symbol_kind(symbol: str, version: str = "") -> str:
 
 def abi_hint(symbol: str) -> str:
     """cxx11 (a std::string of the other C++ ABI), torch_version (a torch symbol), or unknown."""
-    residue = _strip_identifiers(symbol)
-    # "__cxx11" is an identifier (new-ABI std::string); "Ss" is the old-ABI std::string substitution.
-    if "__cxx11" in symbol or "Ss" in residue:
-        return "cxx11"
-    if _TORCH_NAMESPACE.search(symbol):
-        return "torch_version"
-    return "unknown"
-
-
-def _strip_identifiers(symbol: str) -> str:
-    """Drop the length-prefixed names of an Itanium mangled symbol so that 'Ss' inside a name is not an ABI tag."""
-    out, i = [], 0
+    # Without the length-prefixed names of the mangled symbol, so that 'Ss' inside a name is not an ABI tag.
+    residue, i = [], 0
     while m := _NAME_LENGTH.search(symbol, i):
-        out.append(symbol[i : m.start()])
+        residue.append(symbol[i : m.start()])
         i = m.end() + int(m.group())
-    return "".join(out) + symbol[i:]
+    # "__cxx11" is an identifier (new-ABI std::string); "Ss" is the old-ABI std::string substitution.
+    if "__cxx11" in symbol or "Ss" in "".join(residue) + symbol[i:]:
+        return "cxx11"
+    return "torch_version" if _TORCH_NAMESPACE.search(symbol) else "unknown"
 
 
 def demangle(symbol: str) -> str | None:

@@ -55,8 +55,7 @@ def normalise(text: str) -> str:
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
         for odd, plain in _ODD_CHARS:
-            if odd in text:
-                text = text.replace(odd, plain)
+            text = text.replace(odd, plain)
     if "```" in text or "~~~" in text:
         text = _FENCE.sub("", text)
     text = _PREFIX.sub("", text)
@@ -83,9 +82,7 @@ def _cut(text: str, head: int, size: int, sep: str = "\n") -> str:
 def lower(flat: str) -> str:
     """Lower-cased with every offset kept (a few characters grow when lower-cased: keep those as they are)."""
     low = flat.lower()
-    if len(low) == len(flat):
-        return low
-    return "".join(c if len(c.lower()) != 1 else c.lower() for c in flat)
+    return low if len(low) == len(flat) else "".join(c if len(c.lower()) != 1 else c.lower() for c in flat)
 
 
 def presence(low: str) -> Callable[[str], bool]:
@@ -113,15 +110,12 @@ def match(entries: tuple[Entry, ...], flat: str, limit: int) -> tuple[list[Hit],
             continue
         best, groups = max(matched, key=lambda pg: pg[0].weight)
         # Independent evidence adds a little; a literal inside another one (or the same literal) is not.
-        extra = [p for p, _ in matched if p is not best and not (p.find and best.find and _nested(p.find, best.find))]
+        nested = [p for p, _ in matched if p.find and best.find and (p.find in best.find or best.find in p.find)]
+        extra = [p for p, _ in matched if p is not best and p not in nested]
         bonus = min(_MAX_BONUS, _EXTRA_BONUS * len(extra))
         hits.append(Hit(entry, round(min(0.99, best.weight + bonus), 3), groups, best))
     hits.sort(key=lambda h: -h.score)  # stable: ties keep the file's order (specific entries first)
     return hits[:limit], found
-
-
-def _nested(a: str, b: str) -> bool:
-    return a in b or b in a
 
 
 def _try(p: Pattern, flat: str, low: str, found: dict[str, str], has: Callable[[str], bool]) -> dict[str, str] | None:

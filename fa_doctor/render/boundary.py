@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, is_dataclass, replace
+from dataclasses import fields, is_dataclass
 from enum import Enum
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -19,16 +20,12 @@ from fa_doctor.render.scrub import SECRET_NAME, scrub_text
 _MAX_DEPTH = 40
 
 
-@dataclass(frozen=True, slots=True)
-class _Clean:
-    one_line: bool
-    scrub: bool = True  # a remedy's commands are pasted into a shell: absolute paths stay ('~/...' quoted is inert)
-
-    def __call__(self, text: str) -> str:
-        return escape(scrub_text(text) if self.scrub else text, one_line=self.one_line)
+def _clean(text: str, one_line: bool, scrub: bool = True) -> str:
+    """scrub False: a remedy's commands are pasted into a shell, so absolute paths stay ('~/...' quoted is inert)."""
+    return escape(scrub_text(text) if scrub else text, one_line=one_line)
 
 
-def _walk(value: Any, clean: _Clean, depth: int = 0) -> Any:
+def _walk(value: Any, clean: partial[str], depth: int = 0) -> Any:
     if depth > _MAX_DEPTH:
         return "<too deeply nested>"
     if isinstance(value, Enum):  # Severity is a str: keep it as it is
@@ -38,7 +35,7 @@ def _walk(value: Any, clean: _Clean, depth: int = 0) -> Any:
     if isinstance(value, str):
         return clean(value)
     if isinstance(value, Remedy):
-        return _rebuild(value, replace(clean, scrub=False), depth)
+        return _rebuild(value, partial(clean, scrub=False), depth)
     if is_dataclass(value) and not isinstance(value, type):
         return _rebuild(value, clean, depth)
     if isinstance(value, Mapping):
@@ -57,12 +54,11 @@ def _walk(value: Any, clean: _Clean, depth: int = 0) -> Any:
     return value
 
 
-def _rebuild(obj: Any, clean: _Clean, depth: int) -> Any:
+def _rebuild(obj: Any, clean: partial[str], depth: int) -> Any:
     fresh = copy.copy(obj)
     for f in fields(obj):
         old = getattr(obj, f.name)
-        new = _walk(old, clean, depth + 1)
-        if new is not old:
+        if (new := _walk(old, clean, depth + 1)) is not old:
             object.__setattr__(fresh, f.name, new)
     return fresh
 
@@ -70,5 +66,5 @@ def _rebuild(obj: Any, clean: _Clean, depth: int) -> Any:
 def prepare(result: Result, *, one_line: bool = True) -> Result:
     """The result as every renderer may show it: control characters (and, unless `one_line` is False, line
     breaks) escaped, home and secrets scrubbed."""
-    clean: Result = _rebuild(result, _Clean(one_line), 0)
+    clean: Result = _rebuild(result, partial(_clean, one_line=one_line), 0)
     return clean

@@ -16,9 +16,7 @@ _OLD_COMMAND = "##["
 
 def _visible(match: re.Match[str]) -> str:
     code = ord(match.group())
-    if code == 0x0A:
-        return "\\n"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return "\\n" if code == 0x0A else f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def escape(text: str, *, one_line: bool = True) -> str:

@@ -67,8 +67,7 @@ def _document(out: list[str], group: str, log: list[str], notes: list[tuple[str,
     if log:
         out += [workflow_command("group", group), *guarded(log), "::endgroup::"]
     out += [workflow_command(kind, message, title=title) for kind, message, title in notes]
-    over = sorted(kind for kind, n in Counter(kind for kind, _, _ in notes).items() if n > ANNOTATIONS_PER_KIND)
-    if over:
+    if over := sorted(kind for kind, n in Counter(kind for kind, _, _ in notes).items() if n > ANNOTATIONS_PER_KIND):
         summary += f"; GitHub shows {ANNOTATIONS_PER_KIND} {'/'.join(over)} annotations per step: all are above"
     return "\n".join([*out, summary]) + "\n"
 
@@ -101,8 +100,7 @@ class GithubRenderer(Renderer):
         loud = "error" if result.strict else "warning"
         notes = []
         for f in payload.findings:
-            kind = "error" if result.strict and f.severity is Severity.WARN else _FLEET_KIND.get(f.severity)
-            if kind:
+            if kind := ("error" if result.strict and f.severity is Severity.WARN else _FLEET_KIND.get(f.severity)):
                 body = f"on {len(f.nodes)} node(s) ({f.scope}): {payload.node_names(f.nodes)}"
                 notes.append((kind, "\n".join([body, *fix_lines(f.remedies)]), f"{f.title} [{f.id}]"))
         notes += [(loud, "; ".join(o.why), f"outlier {o.node} (group {o.group})") for o in payload.outliers]

@@ -1,11 +1,12 @@
 """The terminal report: summary first, failing findings with their fixes; with -v every finding's evidence as
-key/value lists and tables, then the packages, the smoke cases and the timings."""
+key/value lists and tables, then the packages, the smoke cases and the timings. `--quiet`: QuietRenderer."""
 
 from __future__ import annotations
 
 import io
 import re
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor.model.finding import Finding, Severity
@@ -73,20 +74,16 @@ def selection_line(payload: CheckPayload) -> str:
         return f"FA{p.version} [{p.implementation}]" + (" — cannot run" if p.problems else "")
 
     pre, dec = sel.prefill, sel.decode
-    a, b = one(pre), one(dec)
-    if a == b:
+    if (a := one(pre)) == (b := one(dec)):
         return f"Selected: {a} for prefill and decode ({pre.source})"
     return f"Selected: prefill {a} ({pre.source}), decode {b} ({dec.source})"
-
-
-def _cc(capability: tuple[int, int] | None) -> str:
-    return f"{capability[0]}.{capability[1]}" if capability else "unknown"
 
 
 def gpu_line(payload: CheckPayload) -> str:
     gpus, torch = payload.gpus, payload.torch
     devices = gpus.devices if gpus else ()
-    parts = [", ".join(f"GPU {d.index} {d.name} (cc {_cc(d.capability)})" for d in devices) or "no GPU"]
+    named = (f"GPU {d.index} {d.name} (cc {'.'.join(map(str, d.capability or ())) or 'unknown'})" for d in devices)
+    parts = [", ".join(named) or "no GPU"]
     if gpus and gpus.driver_version:
         parts.append(f"driver {gpus.driver_version}")
     parts.append(f"torch {torch.version} (CUDA {torch.cuda or 'none'})" if torch else "no torch")
@@ -104,10 +101,6 @@ def verdict_line(payload: CheckPayload) -> str | None:
         f"{p.tool_version}; nothing it depends on changed (fingerprint {(smoke.fingerprint or '')[:12]}). "
         "--fresh runs the kernels again."
     )
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.1f} s" if seconds >= 1 else f"{seconds * 1000:.0f} ms"
 
 
 def summary_text(result: Result) -> str:
@@ -185,8 +178,7 @@ class HumanRenderer(Renderer):
         shown = [f for f in order if everything or f.severity in (Severity.FAIL, Severity.WARN)]
         for f in shown:
             self.finding(f)
-        hidden = len(order) - len(shown)
-        if hidden:
+        if hidden := len(order) - len(shown):
             self.prose(f"({hidden} passing or informational finding(s) hidden; -v shows them with evidence)", "dim")
         if isinstance(result.payload, FixPayload):
             self._fix(result.payload)
@@ -202,8 +194,7 @@ class HumanRenderer(Renderer):
             self.prose("fix: " + remedy.text, "bold", indent=4)
             for command in remedy_lines(remedy):
                 self.line(command, "cyan", indent=8)
-            apply = fix_command(remedy, f.id)
-            if apply:
+            if apply := fix_command(remedy, f.id):
                 self.line(f"(fa-doctor can do it: {apply})", "dim", indent=8)
             elif remedy.refused:  # the planner's reason: `fix --apply` would refuse it here (issue #26)
                 self.prose(f"(fa-doctor will not do it here: {remedy.refused}; run it by hand)", "dim", indent=8)
@@ -259,16 +250,9 @@ class HumanRenderer(Renderer):
         payload = result.check
         if payload.packages:
             self.heading("Packages:")
-            rows = [
-                {
-                    "distribution": p.dist.name,
-                    "version": p.dist.version,
-                    "family": p.family,
-                    "location": p.dist.location,
-                }
-                for p in payload.packages
-            ]
-            self.table(rows, 2)
+            rows = [(p.dist.name, p.dist.version, p.family, p.dist.location) for p in payload.packages]
+            keys = ("distribution", "version", "family", "location")
+            self.table([dict(zip(keys, row, strict=True)) for row in rows], 2)
         cases = [
             {"GPU": s.device.index, "implementation": s.result.key, "case": c.name, "max abs err": c.max_abs_err}
             | {"tolerance": c.tolerance, "passed": c.passed, "seconds": c.seconds}
@@ -279,7 +263,8 @@ class HumanRenderer(Renderer):
             self.heading("Smoke cases:")
             self.table(cases, 2)
         if result.timings:
-            self.heading("Timings: " + ", ".join(f"{k} {_duration(v)}" for k, v in result.timings.items()), "dim")
+            took = (f"{k} {v:.1f} s" if v >= 1 else f"{k} {v * 1000:.0f} ms" for k, v in result.timings.items())
+            self.heading("Timings: " + ", ".join(took), "dim")
 
     def fleet_finding(self, payload: FleetPayload, f: Any, limit: int | None) -> None:
         """A fleet finding once: its nodes and its fixes."""
@@ -351,3 +336,25 @@ class HumanRenderer(Renderer):
                 for n in payload.nodes
             ]
             self.table(rows, 2)
+
+
+class QuietRenderer(HumanRenderer):
+    """`--quiet`: the verdict line and what fails (each failing finding with its fixes), nothing else. Under --strict a
+    warning fails, so it is shown too; an error of fa-doctor itself is its one line."""
+
+    def _report(self, result: Result) -> None:
+        self._quiet(result, summary_text(result), result.findings, self.finding)
+
+    def _fleet(self, result: Result, payload: FleetPayload) -> None:
+        """`merge -q`, `fleet ray -q`: the verdict line and each failing finding with its nodes and fixes."""
+        self._quiet(result, payload.summary(), payload.findings, partial(self.fleet_finding, payload, limit=10))
+
+    def _quiet(self, result: Result, summary: str, findings: Sequence[Any], show: Callable[[Any], None]) -> None:
+        if result.error:
+            self.line(f"fa-doctor {result.command}: {result.error}", "bold red")
+            return
+        self.prose(f"fa-doctor {result.command}: {verdict(result, summary)}", _STATUS_STYLE.get(result.status))
+        failing = {Severity.FAIL, Severity.WARN} if result.strict else {Severity.FAIL}
+        for f in findings:
+            if f.severity in failing:
+                show(f)

@@ -1,6 +1,5 @@
-"""The versioned JSON envelope: one document on stdout, always. The only place a result becomes dicts. The fleet
-report (`fa-doctor.fleet/1`, docs/fleet.md describes every key) is written by `pretty`, as `json.dumps(indent=2,
-ensure_ascii=True)` would write it, without the standard library's pure-Python indenter (docs/fleet.md: Scale)."""
+"""The versioned JSON envelope: one document on stdout, always; the only place a result becomes dicts. The fleet
+report is written by `pretty`, as `json.dumps(indent=2, ensure_ascii=True)` would, faster (docs/fleet.md: Scale)."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return jsonable(action_dict(value), depth + 1)
     if isinstance(value, Finding):
         return jsonable(finding_dict(value), depth + 1)  # its remedies with their shell lines and fix command
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict) and not isinstance(value, type):
+    if callable(to_dict := getattr(value, "to_dict", None)) and not isinstance(value, type):
         return jsonable(to_dict(), depth + 1)
     if is_dataclass(value) and not isinstance(value, type):
         return {f.name: jsonable(getattr(value, f.name), depth + 1) for f in fields(value)}

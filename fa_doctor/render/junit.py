@@ -1,6 +1,5 @@
-"""JUnit XML for CI test reporters (GitLab, Jenkins, GitHub test-report actions), written with ElementTree: one
-testsuite, a testcase per finding (per node for a fleet), every attribute the JUnit schemas require
-(docs/render.md); ASCII, everything else as character references, so no console encoding can break it."""
+"""JUnit XML for CI test reporters, written with ElementTree: one testsuite, a testcase per finding (per node for a
+fleet), every attribute the JUnit schemas require, ASCII only (docs/render.md: "JUnit XML")."""
 
 from __future__ import annotations
 
@@ -45,13 +44,6 @@ def _outcome(f: Finding, strict: bool) -> str | None:
     if f.severity is Severity.FAIL or (strict and f.severity is Severity.WARN):
         return "failure"
     return "skipped" if f.id == "smoke.skipped" else None
-
-
-def _output(f: Finding) -> str:
-    """What the testcase printed: severity, detail, fixes and evidence, one fact a line."""
-    lines = [f"{f.severity.value}: {f.title} [{f.id}]", finding_body(f)]
-    lines += [f"{key}: {scalar(value)}" for key, value in f.evidence.items()]
-    return "\n".join(line for line in lines if line) + "\n"
 
 
 class _Suite:
@@ -100,10 +92,9 @@ class JunitRenderer(Renderer):
     def format(self, result: Result) -> str:
         facts = {"fa-doctor.version": __version__, "command": result.command, "strict": scalar(result.strict)}
         facts |= {"status": result.status, "exit_code": str(result.exit_code)}
-        payload = result.check
-        if payload.target is not None:
-            target = {"python": payload.target.executable}
-            facts |= target | {"selection": selection_line(payload), "gpus": gpu_line(payload)}
+        if (payload := result.check).target is not None:
+            facts |= {"python": payload.target.executable, "selection": selection_line(payload)}
+            facts["gpus"] = gpu_line(payload)
         suite = _Suite(f"fa-doctor {result.command}", facts)
         if result.error:
             suite.error("fa-doctor", f"fa-doctor {result.command}", result.error, "fa-doctor.error")
@@ -114,7 +105,10 @@ class JunitRenderer(Renderer):
                 attrs["type"] = f.id if outcome == "error" else f"{f.id} ({f.severity.value})"
             classname, name = f"fa-doctor.{f.id.split('.', 1)[0]}", f"{f.id}: {f.title}"
             case = suite.case(classname, name, outcome, "" if outcome == "skipped" else finding_body(f), **attrs)
-            _sub(case, "system-out", _output(f))
+            # What the testcase printed: severity, detail, fixes and evidence, one fact a line.
+            lines = [f"{f.severity.value}: {f.title} [{f.id}]", finding_body(f)]
+            lines += [f"{key}: {scalar(value)}" for key, value in f.evidence.items()]
+            _sub(case, "system-out", "\n".join(line for line in lines if line) + "\n")
         host = self.hostname if self.hostname is not None else socket.gethostname()
         return suite.xml(result, self.timestamp, xml_text(host) or "localhost")
 

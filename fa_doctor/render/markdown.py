@@ -54,17 +54,20 @@ def fenced(lines: Sequence[str], info: str = "sh") -> str:
     return f"{fence}{info}\n{body}\n{fence}"
 
 
-def _table(header: str, rows: list[list[str]]) -> list[str]:
-    """`header` names the columns (`a | b`); each row a list of cells, already escaped."""
-    return [f"| {header} |", "|---" * (header.count("|") + 1) + "|", *("| " + " | ".join(row) + " |" for row in rows)]
+def _table(title: str, header: str, rows: list[list[str]]) -> list[str]:
+    """A `### title` section (none without a title) with a table: `header` names the columns (`a | b`); each row a
+    list of cells, already escaped."""
+    head = ["", f"### {title}", ""] if title else []
+    rule = "|---" * (header.count("|") + 1) + "|"
+    return [*head, f"| {header} |", rule, *("| " + " | ".join(row) + " |" for row in rows)]
 
 
-def _findings(findings: list[Finding]) -> list[str]:
+def _findings(title: str, findings: list[Finding]) -> list[str]:
     rows = []
     for f in findings:
         detail = f.detail if len(f.detail) <= _DETAIL_CHARS else f.detail[:_DETAIL_CHARS] + " …"
         rows.append([_SEVERITY[f.severity], inline(f.title), code(f.id, table=True), inline(detail)])
-    return _table("severity | finding | id | detail", rows)
+    return _table(title, "severity | finding | id | detail", rows)
 
 
 def _fixes(loud: Sequence[Finding | FleetFinding]) -> list[str]:
@@ -88,8 +91,7 @@ class MarkdownRenderer(Renderer):
         strict = " · strict" if result.strict else ""
         out.append(f"**{summary_text(result)}** · exit code {result.exit_code}{strict}")
         payload = result.check
-        target = payload.target
-        if target is not None:
+        if (target := payload.target) is not None:
             version = ".".join(map(str, target.version))
             out += ["", f"Python: {code(target.executable)} ({version})  ", inline(selection_line(payload)) + "  "]
             out.append(inline(gpu_line(payload)))
@@ -97,12 +99,12 @@ class MarkdownRenderer(Renderer):
         loud = [f for f in order if f.severity in (Severity.FAIL, Severity.WARN)]
         quiet = [f for f in order if f not in loud]
         if loud:
-            out += ["", "### Failing and warning findings", "", *_findings(loud)]
+            out += _findings("Failing and warning findings", loud)
         out += _fixes(loud)
         if quiet:
             noun = "finding" if len(quiet) == 1 else "findings"
             out += ["", f"<details><summary>{len(quiet)} passing or informational {noun}</summary>", ""]
-            out += [*_findings(quiet), "", "</details>"]
+            out += [*_findings("", quiet), "", "</details>"]
         # A blank line last: what is appended after it (the step summary file is shared) cannot join the table.
         return "\n".join(out) + "\n\n"
 
@@ -119,24 +121,14 @@ class MarkdownRenderer(Renderer):
                 counts = f"{g.counts.get('ok', 0)} / {g.counts.get('warn', 0)} / {g.counts.get('fail', 0)}"
                 cells = [code(g.fingerprint, table=True), str(len(g.nodes)), g.status, counts]
                 rows.append([*cells, inline(g.install.line()), ", ".join(found) or "—"])
-            out += [
-                "",
-                "### Groups",
-                "",
-                *_table("group | nodes | status | ok / warn / fail | install | findings", rows),
-            ]
+            out += _table("Groups", "group | nodes | status | ok / warn / fail | install | findings", rows)
         loud = [f for f in payload.findings if f.severity in (Severity.FAIL, Severity.WARN)]
         if loud:
             rows = []
             for f in loud:
                 nodes = f"{len(f.nodes)}: {inline(payload.node_names(f.nodes))}"
                 rows.append([_SEVERITY[f.severity], inline(f.title), code(f.id, table=True), f.scope, nodes])
-            out += [
-                "",
-                "### Failing and warning findings",
-                "",
-                *_table("severity | finding | id | scope | nodes", rows),
-            ]
+            out += _table("Failing and warning findings", "severity | finding | id | scope | nodes", rows)
         out += _fixes(loud)
         lists = payload.others()
         outliers = [(o.node, f"group {o.group}: " + "; ".join(o.why)) for o in payload.outliers]
@@ -147,7 +139,7 @@ class MarkdownRenderer(Renderer):
             ("Nodes reported more than once", "node", lists["duplicates"]),
         ):
             if items:
-                out += ["", f"### {title}", "", *_table(f"{column} | why", [[inline(w), inline(y)] for w, y in items])]
+                out += _table(title, f"{column} | why", [[inline(w), inline(y)] for w, y in items])
                 if more:
                     out.append(f"| … {more} more | counted, not listed |")
         return "\n".join(out) + "\n\n"

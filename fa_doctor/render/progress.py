@@ -1,17 +1,30 @@
 """Chatter on stderr while something slow runs: a spinner on a terminal; plain lines otherwise (systemd, Kubernetes
 and Slurm logs), each with the seconds since the run began, and the static findings before the smoke test starts,
-so a log shows what is known while the kernels run; nothing at all under --quiet."""
+so a log shows what is known while the kernels run; nothing at all under --quiet. And whether to use colour."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import IO
 
 from fa_doctor.model.finding import Finding, Severity
+
+
+def wants_color(stream: IO[str] | None, no_color: bool = False, environ: Mapping[str, str] | None = None) -> bool:
+    """`--no-color` wins, then FORCE_COLOR, then NO_COLOR (force-color.org's order; an empty variable counts as
+    unset, as no-color.org says), then whether the stream is a TTY."""
+    env = os.environ if environ is None else environ
+    if no_color or (env.get("NO_COLOR") and not env.get("FORCE_COLOR")):
+        return False
+    try:
+        return bool(env.get("FORCE_COLOR")) or (stream is not None and stream.isatty())
+    except (ValueError, OSError):
+        return False
 
 
 class PlainProgress:
@@ -35,12 +48,11 @@ class PlainProgress:
 
     def static(self, findings: Sequence[Finding], gpus: int) -> None:
         """The static checks' verdict, before the smoke test: the failing and warning findings, one line each."""
-        fail = sum(f.severity is Severity.FAIL for f in findings)
-        warn = sum(f.severity is Severity.WARN for f in findings)
-        self(f"static checks: {fail} failing, {warn} warning(s); smoke test next on {gpus} GPU(s)")
-        for f in findings:
-            if f.severity in (Severity.FAIL, Severity.WARN):
-                self(f"  {f.severity.value}: {f.title} [{f.id}]")
+        loud = [f for f in findings if f.severity in (Severity.FAIL, Severity.WARN)]
+        fail = sum(f.severity is Severity.FAIL for f in loud)
+        self(f"static checks: {fail} failing, {len(loud) - fail} warning(s); smoke test next on {gpus} GPU(s)")
+        for f in loud:
+            self(f"  {f.severity.value}: {f.title} [{f.id}]")
 
 
 @contextmanager

@@ -32,40 +32,34 @@ def quote(word: str, shell: Shell) -> str:
     """One argument, quoted so the shell passes it through as exactly this string."""
     if shell.posix:
         return shlex.quote(word)
-    if shell is Shell.FISH:
-        # In fish's single quotes only \\ and \' are escapes; newlines, $, (, ` are literal.
-        if _FISH_SAFE.match(word):
-            return word
-        return "'" + word.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if shell is Shell.FISH:  # in fish's single quotes only \\ and \' are escapes; newlines, $, (, ` are literal
+        return word if _FISH_SAFE.match(word) else "'" + word.replace("\\", "\\\\").replace("'", "\\'") + "'"
     # PowerShell: single quotes are verbatim; a quote (including the typographic ones PowerShell also
     # accepts as quotes) is escaped by doubling it.
     return "'" + re.sub("(['\u2018\u2019\u201a\u201b])", r"\1\1", word) + "'"
 
 
+def _pick(shell: Shell, posix: str, fish: str, powershell: str) -> str:
+    """The form for `shell`: sh's (bash, zsh, sh), fish's or PowerShell's."""
+    return posix if shell.posix else fish if shell is Shell.FISH else powershell
+
+
 def _join(argv: tuple[str, ...], shell: Shell) -> str:
     if shell.posix:
         return shlex.join(argv)
-    if shell is Shell.FISH:
-        return " ".join(quote(a, shell) for a in argv)
-    # `&` runs a quoted program name; every argument quoted, so `--` and `-x` reach the program untouched.
-    return "& " + " ".join(quote(a, shell) for a in argv)
+    # PowerShell's `&` runs a quoted program name; every argument quoted, so `--` and `-x` reach it untouched.
+    return ("" if shell is Shell.FISH else "& ") + " ".join(quote(a, shell) for a in argv)
 
 
 def render(action: Action, shell: Shell | str = Shell.BASH) -> str:
     """The one line to paste into `shell` for this action."""
     shell = Shell(shell)
-    if isinstance(action, SetEnv):
-        if shell.posix:
-            return f"export {action.name}={shlex.quote(action.value)}"
-        if shell is Shell.FISH:
-            return f"set -gx {action.name} {quote(action.value, shell)}"
-        return f"$env:{action.name} = {quote(action.value, shell)}"
     if isinstance(action, UnsetEnv):
-        if shell.posix:
-            return f"unset {action.name}"
-        if shell is Shell.FISH:
-            return f"set -e {action.name}"
-        return f"Remove-Item Env:{action.name} -ErrorAction SilentlyContinue"
+        name = action.name
+        return _pick(shell, f"unset {name}", f"set -e {name}", f"Remove-Item Env:{name} -ErrorAction SilentlyContinue")
+    if isinstance(action, SetEnv):
+        name, value = action.name, quote(action.value, shell)
+        return _pick(shell, f"export {name}={value}", f"set -gx {name} {value}", f"$env:{name} = {value}")
     if isinstance(action, PipInstall):
         return _render_pip(action, shell)
     if isinstance(action, BuildFromClone):
@@ -85,11 +79,11 @@ def _render_pip(action: PipInstall, shell: Shell) -> str:
             command = "env " + " ".join(quote(f"{k}={v}", shell) for k, v in action.env) + " " + command
         else:
             prefix = "".join(f"$env:{k} = {quote(v, shell)}; " for k, v in action.env)
-    if not action.constraints:
-        return prefix + command
-    if shell is Shell.POWERSHELL:
-        return prefix + ", ".join(quote(c, shell) for c in action.constraints) + " | " + command
-    return "printf '%s\\n' " + " ".join(quote(c, shell) for c in action.constraints) + " | " + command
+    if action.constraints:  # the pins reach pip on stdin (`-c /dev/stdin`)
+        words = [quote(c, shell) for c in action.constraints]
+        feed = ", ".join(words) if shell is Shell.POWERSHELL else "printf '%s\\n' " + " ".join(words)
+        command = f"{feed} | {command}"
+    return prefix + command
 
 
 def _render_build(action: BuildFromClone, shell: Shell) -> str:
@@ -97,14 +91,13 @@ def _render_build(action: BuildFromClone, shell: Shell) -> str:
     (a subshell in sh, `pushd`/`popd` in fish, `Push-Location`/`Pop-Location` in PowerShell)."""
     clone = _join(action.clone_argv, shell)
     pip = _render_pip(action.install, shell)
-    if shell.posix:
-        return f'(d=$(mktemp -d) && cd "$d" && {clone} && {pip})'
-    if shell is Shell.FISH:
-        return f"begin; set -l d (mktemp -d); and pushd $d; and {clone}; and {pip}; popd; end"
-    return (
+    return _pick(
+        shell,
+        f'(d=$(mktemp -d) && cd "$d" && {clone} && {pip})',
+        f"begin; set -l d (mktemp -d); and pushd $d; and {clone}; and {pip}; popd; end",
         "& { $d = Join-Path ([IO.Path]::GetTempPath()) ([guid]::NewGuid()); New-Item -ItemType Directory -Path $d "
         f"| Out-Null; Push-Location -LiteralPath $d; try {{ {clone}; if ($LASTEXITCODE -eq 0) {{ {pip} }} }} "
-        "finally { Pop-Location } }"
+        "finally { Pop-Location } }",
     )
 
 
@@ -135,9 +128,6 @@ def describe(action: Action) -> str:
         what = f"set {action.variable} to {action.value!r}" if action.value is not None else f"remove {action.variable}"
         return f"Edit {action.path!r}: {what} (a backup is kept)"
     return f"Run {shlex.join(action.argv)}"
-
-
-# ---- remedies -----------------------------------------------------------------------------------------------
 
 
 def remedy_lines(remedy: Remedy, shell: str = "bash") -> tuple[str, ...]:
@@ -184,8 +174,7 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
     }
 
 
-# ---- fix --unset-override -----------------------------------------------------------------------------------
-_EVAL = {  # any other shell: sh's
+_EVAL = {  # how a shell runs `fix --unset-override`'s output (any other shell: as sh does)
     "fish": "fa-doctor fix --unset-override{args} | source",
     "powershell": "fa-doctor fix --unset-override{args} | Out-String | Invoke-Expression",
 }
