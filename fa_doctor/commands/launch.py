@@ -1,12 +1,5 @@
 """What a server launch command will run: its interpreter, the environment it gets and, for SGLang, its
-attention-backend flags.
-
-Read by `exec` (what to check before replacing itself with the command) and by `entry` (which interpreter to
-start probing early). The command is followed the way the kernel and `env` would run it, without running
-anything: `env` (assignments, `-i`, `-u NAME`, `-S "..."`, `-C DIR`, `--`), `#!` lines (Linux passes what
-follows the interpreter as one argument: `#!/usr/bin/env -S python3 -X utf8`), and the interpreter's own options
-(`python -X utf8 -msglang.launch_server`, `-Bm mod`, `-c`). Where the Python cannot be told (a shell script, a
-binary, `uv run`), `problem` says why and `python` is None: the caller must not guess silently.
+attention-backend flags, followed as the kernel and `env` would run it, without running anything (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -34,6 +27,7 @@ _ENV_FLAGS = "i0v"
 _ENV_ARG_OPTS = "uCSP"
 _ENV_LONG_FLAGS = ("--ignore-environment", "--null", "--debug", "--list-signal-handling")
 _ENV_LONG_SIGNALS = ("--default-signal", "--ignore-signal", "--block-signal")
+_ENV_LONG_VALUED = {"--unset": "u", "--chdir": "C", "--split-string": "S"}
 _S_ESCAPES = {"n": "\n", "t": "\t", "f": "\f", "v": "\v", "r": "\r", "#": "#", "$": "$", '"': '"', "'": "'"}
 
 
@@ -62,18 +56,12 @@ class _Refused(Exception):
 
 def _backend_flags(args: Sequence[str]) -> BackendFlags:
     found: dict[str, str] = {}
-    i = 0
-    while i < len(args):
-        arg = args[i]
+    words = iter(args)
+    for arg in words:
         name, eq, value = arg.partition("=")
-        if name in _FLAGS:
-            if eq:
-                found[_FLAGS[name]] = value
-            elif i + 1 < len(args):
-                found[_FLAGS[name]] = args[i + 1]
-                i += 1
-        i += 1
-    return BackendFlags(found.get("attention"), found.get("prefill"), found.get("decode"))
+        if name in _FLAGS and (got := value if eq else next(words, None)) is not None:
+            found[_FLAGS[name]] = got
+    return BackendFlags(**found)
 
 
 def _resolve(command: str, state: _State) -> str | None:
@@ -171,63 +159,39 @@ def split_string(text: str, env: Mapping[str, str]) -> list[str]:
 def _follow_env(args: list[str], state: _State) -> list[str]:
     """`env [OPTION]... [NAME=VALUE]... COMMAND`: apply what it changes to `state`; returns COMMAND and its args."""
     ignore, unset, i = False, [], 0
-    while i < len(args):
+    while i < len(args) and args[i].startswith("-"):
         arg = args[i]
+        i += 1
         if arg == "--":
-            i += 1
             break
-        if arg == "-":
-            ignore, i = True, i + 1
-            continue
         if arg.startswith("--"):
             name, eq, value = arg.partition("=")
-            if name in _ENV_LONG_FLAGS:
+            if name in _ENV_LONG_FLAGS or name in _ENV_LONG_SIGNALS:
                 ignore = ignore or name == "--ignore-environment"
-            elif name in _ENV_LONG_SIGNALS:
-                pass
-            elif name in ("--unset", "--chdir", "--split-string"):
-                if not eq:
-                    if i + 1 >= len(args):
-                        raise _Refused(f"env: {name} needs a value")
-                    i, value = i + 1, args[i + 1]
-                if name == "--split-string":
-                    args, i = [*split_string(value, state.env), *args[i + 1 :]], 0
-                    continue
-                if name == "--unset":
-                    unset.append(value)
-                else:
-                    state.cwd = os.path.join(state.cwd, value)
-            else:
-                raise _Refused(f"env: unknown option {arg}")
-            i += 1
-            continue
-        if not arg.startswith("-"):
-            break
-        j, restart = 1, False
-        while j < len(arg):
-            ch = arg[j]
-            if ch in _ENV_FLAGS:
-                ignore = ignore or ch == "i"
-                j += 1
                 continue
+            if name not in _ENV_LONG_VALUED:
+                raise _Refused(f"env: unknown option {arg}")
+            ch, given = _ENV_LONG_VALUED[name], value if eq else None
+        else:
+            rest = arg[1:].lstrip(_ENV_FLAGS)  # flags, then at most one option that takes a value
+            ignore = ignore or arg == "-" or "i" in arg[1 : len(arg) - len(rest)]
+            if not rest:
+                continue
+            ch, given, name = rest[0], rest[1:] or None, "-" + rest[0]
             if ch not in _ENV_ARG_OPTS:
                 raise _Refused(f"env: unknown option -{ch}")
-            value = arg[j + 1 :]
-            if not value:
-                if i + 1 >= len(args):
-                    raise _Refused(f"env: -{ch} needs a value")
-                i, value = i + 1, args[i + 1]
-            if ch == "u":
-                unset.append(value)
-            elif ch == "C":
-                state.cwd = os.path.join(state.cwd, value)
-            elif ch == "S":
-                args, i, restart = [*split_string(value, state.env), *args[i + 1 :]], 0, True
-            elif ch == "P":
-                raise _Refused("env -P (a BSD search path) is not followed")
-            break
-        if not restart:
-            i += 1
+        if given is None:
+            if i >= len(args):
+                raise _Refused(f"env: {name} needs a value")
+            given, i = args[i], i + 1
+        if ch == "u":
+            unset.append(given)
+        elif ch == "C":
+            state.cwd = os.path.join(state.cwd, given)
+        elif ch == "S":
+            args, i = [*split_string(given, state.env), *args[i:]], 0
+        else:
+            raise _Refused("env -P (a BSD search path) is not followed")
     if ignore:
         state.env.clear()
     for name in unset:
