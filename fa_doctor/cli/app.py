@@ -41,29 +41,28 @@ def _version(ctx: typer.Context, value: bool) -> None:
         raise typer.Exit(0)
 
 
-def _show_completion(ctx: typer.Context, value: Optional[str]) -> None:
-    if value is not None and not ctx.resilient_parsing:
-        sys.stdout.write(completion.script(one_of(completion.SHELLS)(value) or ""))
-        raise typer.Exit(0)
-
-
-def _install_completion(ctx: typer.Context, value: Optional[str]) -> None:
-    if value is not None and not ctx.resilient_parsing:
-        where, todo = completion.install(one_of(completion.SHELLS)(value) or "", os.environ)
+def _completion(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]) -> None:
+    if value is None or ctx.resilient_parsing:
+        return
+    shell = one_of(completion.SHELLS)(value) or ""
+    if param.name == "show_completion":
+        sys.stdout.write(completion.script(shell))
+    else:
+        where, todo = completion.install(shell, os.environ)
         sys.stderr.write(f"fa-doctor: completion written to {where}" + (f"; {todo}" if todo else "") + "\n")
-        raise typer.Exit(0)
+    raise typer.Exit(0)
 
 
 @app.callback()
 def root(
     version: bool = typer.Option(False, "-V", "--version", callback=_version, is_eager=True, help="Print the version."),
     show_completion: Optional[str] = typer.Option(
-        None, "--show-completion", metavar="SHELL", callback=_show_completion, is_eager=True,
+        None, "--show-completion", metavar="SHELL", callback=_completion, is_eager=True,
         autocompletion=completes(completion.SHELLS),
         help=f"Print the completion script for SHELL ({', '.join(completion.SHELLS)}).",
     ),
     install_completion: Optional[str] = typer.Option(
-        None, "--install-completion", metavar="SHELL", callback=_install_completion, is_eager=True,
+        None, "--install-completion", metavar="SHELL", callback=_completion, is_eager=True,
         autocompletion=completes(completion.SHELLS),
         help="Write the completion script for SHELL where that shell loads it (no rc file is edited).",
     ),
