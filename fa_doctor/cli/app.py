@@ -1,9 +1,5 @@
-"""The commands, declared with typer: each one parses, starts the target probe, calls `fa_doctor.commands.X.run`,
-delivers the `Result` (`deliver`) and returns the exit code. No logic of its own.
-
-The probes start first: the target interpreter's child (20-50 ms to start, more with thousands of installed
-distributions) and NVML (~100 ms on an H200 host) run while the command's modules load.
-"""
+"""The commands, declared with typer: each one parses, starts the target and GPU probes (they run while the
+command's modules load), calls `fa_doctor.commands.X.run`, delivers the `Result` and returns the exit code."""
 
 from __future__ import annotations
 
@@ -70,9 +66,6 @@ def root(
     pass  # the help is the app's
 
 
-# ---- glue ----------------------------------------------------------------------------------------------------
-
-
 def _probe_early(check: Any) -> Any:
     """The target probe and the GPU probe for these CheckOptions, asking what the check will ask, started before
     the command's modules are imported."""
@@ -96,19 +89,15 @@ def _deliver(
     return run_and_deliver(ctx.info_name or "fa-doctor", run, outputs(ctx.params), early, python=python, **kw)
 
 
-# ---- the commands --------------------------------------------------------------------------------------------
-
-
 @app.command(epilog=opt.EXIT_CODES)
 def check(
     ctx: typer.Context, python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
-    output: Optional[str] = opt.OUTPUT,
-    junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
-    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
-    smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU, timeout: str = opt.TIMEOUT,
-    no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH, attention: Optional[str] = opt.ATTENTION,
-    prefill: Optional[str] = opt.PREFILL, decode: Optional[str] = opt.DECODE, gpus: Optional[str] = opt.GPUS,
-    gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
+    output: Optional[str] = opt.OUTPUT, junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN,
+    summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    no_smoke: bool = opt.NO_SMOKE, smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU,
+    timeout: str = opt.TIMEOUT, no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH,
+    attention: Optional[str] = opt.ATTENTION, prefill: Optional[str] = opt.PREFILL, decode: Optional[str] = opt.DECODE,
+    gpus: Optional[str] = opt.GPUS, gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
 ) -> int:  # fmt: skip
     """Diagnose the FlashAttention install of a Python environment."""
     options = check_options(ctx.params)
@@ -130,11 +119,11 @@ def exec_(
         ..., metavar="COMMAND", help="The server command to start (after --; its options are its own)."
     ),
     python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
-    output: Optional[str] = opt.OUTPUT,
-    junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
-    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
-    smoke_all: bool = opt.SMOKE_ALL, timeout: str = opt.TIMEOUT, no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH,
-    gpus: Optional[str] = opt.GPUS, gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
+    output: Optional[str] = opt.OUTPUT, junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN,
+    summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    no_smoke: bool = opt.NO_SMOKE, smoke_all: bool = opt.SMOKE_ALL, timeout: str = opt.TIMEOUT,
+    no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH, gpus: Optional[str] = opt.GPUS,
+    gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
     warn_only: bool = typer.Option(False, "--warn-only", help="Start COMMAND even when a check fails."),
     allow_no_gpu: bool = typer.Option(False, "--allow-no-gpu", help="Do not fail when no GPU is visible."),
     unset_override: bool = typer.Option(
@@ -207,17 +196,14 @@ def fix(
     plan_only: bool = typer.Option(False, "--plan", help="Print the repairs of the current findings (default)."),
     apply: bool = typer.Option(False, "--apply", help="Run the repairs in the target interpreter, then re-check."),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask before --apply (for CI)."),
-    only: list[str] = typer.Option(
-        [], "--only", metavar="FINDING_ID", help="Repair only these findings (repeatable)."
-    ),
+    only: list[str] = typer.Option([], "--only", metavar="FINDING_ID", help="Repair only these findings (repeatable)."),
     allow_torch_change: bool = typer.Option(
         False, "--allow-torch-change", help="Also run repairs that replace torch (never taken otherwise)."
     ),
     python: Optional[str] = opt.PYTHON, attention: Optional[str] = opt.ATTENTION, prefill: Optional[str] = opt.PREFILL,
     decode: Optional[str] = opt.DECODE, gpu_arch: Optional[str] = opt.GPU_ARCH, fmt: str = opt.FORMAT,
-    output: Optional[str] = opt.OUTPUT,
-    as_json: bool = opt.JSON, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
-    no_smoke: bool = opt.NO_SMOKE,
+    output: Optional[str] = opt.OUTPUT, as_json: bool = opt.JSON, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET,
+    strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
     timeout: str = typer.Option(
         str(opt.TIMEOUT_DEFAULT), "--timeout", metavar="SECONDS", callback=seconds, envvar="FA_DOCTOR_TIMEOUT",
         help="Seconds allowed per smoke-test child and per repair step.",
@@ -239,6 +225,7 @@ def fix(
         raise UsageError("--undo, --discard-journal and --apply exclude each other", ctx)
     checking = check_options(ctx.params)
     early = _probe_early(checking)
+    from fa_doctor.cli.deliver import confirm
     from fa_doctor.commands import fix as command
 
     # --timeout (or FA_DOCTOR_TIMEOUT) bounds each repair step too; left out, each kind of step keeps its own
@@ -248,10 +235,7 @@ def fix(
         timeout=ctx.params["timeout"] if given(ctx, "timeout") else None,
         dry_run=dry_run, undo=undo, discard_journal=discard_journal,
     )  # fmt: skip
-    from fa_doctor.cli.deliver import confirm
-
-    confirm_with = None if yes else confirm
-    run = lambda progress, e: command.run(options, progress, e, confirm_with)  # noqa: E731
+    run = lambda progress, e: command.run(options, progress, e, None if yes else confirm)  # noqa: E731
     return _deliver(ctx, run, early, python)[0]
 
 
@@ -260,9 +244,8 @@ def merge(
     ctx: typer.Context,
     paths: list[str] = typer.Argument(..., metavar="PATH", help="Report files, folders, or - (stdin)."),
     fmt: str = opt.FORMAT, as_json: bool = opt.JSON, junit: Optional[str] = opt.JUNIT,
-    output: Optional[str] = opt.OUTPUT,
-    markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE,
-    quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    output: Optional[str] = opt.OUTPUT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
+    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
     expect: Optional[str] = typer.Option(
         None, "--expect", metavar="N", callback=whole(1), help="Fewer node reports fail."
     ),
@@ -287,13 +270,12 @@ def fleet(
         "600.0", "--node-timeout", metavar="SECONDS", callback=seconds, help="Seconds a node may take."
     ),
     python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
-    output: Optional[str] = opt.OUTPUT,
-    junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
-    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
-    smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU, timeout: str = opt.TIMEOUT,
-    no_cache: bool = opt.NO_CACHE, attention: Optional[str] = opt.ATTENTION, prefill: Optional[str] = opt.PREFILL,
-    decode: Optional[str] = opt.DECODE, gpus: Optional[str] = opt.GPUS, gpu_arch: Optional[str] = opt.GPU_ARCH,
-    no_color: bool = opt.NO_COLOR,
+    output: Optional[str] = opt.OUTPUT, junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN,
+    summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    no_smoke: bool = opt.NO_SMOKE, smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU,
+    timeout: str = opt.TIMEOUT, no_cache: bool = opt.NO_CACHE, attention: Optional[str] = opt.ATTENTION,
+    prefill: Optional[str] = opt.PREFILL, decode: Optional[str] = opt.DECODE, gpus: Optional[str] = opt.GPUS,
+    gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
 ) -> int:  # fmt: skip
     """Run check on every node of a cluster (ENGINE: ray) and merge the reports into one fleet report."""
     from fa_doctor.commands import fleet as command

@@ -1,9 +1,6 @@
 """Delivery: run a command under the signal path, render its result in the chosen format to the right stream,
 write the CI files beside it, and turn anything that goes wrong on the way into an exit code, never a traceback.
-
-stdout carries only the product (the report, or one JSON document); progress and errors go to stderr. `exec`
-sends its report to stderr too: the server's stdout stays its own.
-"""
+stdout carries only the product; progress and errors go to stderr, and so does `exec`'s report."""
 
 from __future__ import annotations
 
@@ -181,14 +178,13 @@ def _silence(stream: IO[str]) -> None:
 def run_and_deliver(
     name: str, run: Run, out: Outputs, early: Any, *, python: str | None, stream: IO[str] | None = None
 ) -> tuple[int, Result]:
-    from fa_doctor.probes.target import TargetError, TargetProbe
+    from fa_doctor.probes.target import TargetError
     from fa_doctor.process.interrupt import Interrupted
     from fa_doctor.render.progress import progress_to_stderr
 
     # fa_doctor.entry started it before the commands loaded; use it when it probes the interpreter this run wants.
-    if not (isinstance(early, TargetProbe) and early.python == (python or sys.executable)):
-        if isinstance(early, TargetProbe):
-            early.close()  # it guessed another interpreter: end its child now, not at exit
+    if early is not None and early.python != (python or sys.executable):
+        early.close()  # it guessed another interpreter: end its child now, not at exit
         early = None
     try:
         interrupt.checkpoint("run")

@@ -30,11 +30,9 @@ def _commands() -> Any:
 def dispatch(args: list[str]) -> int:
     from fa_doctor.cli.app import app
 
-    if os.environ.get("_FA_DOCTOR_COMPLETE"):  # a completion script asks: typer's protocol, click's answers
-        cword = os.environ.get("COMP_CWORD", "")
-        if os.environ["_FA_DOCTOR_COMPLETE"].startswith("complete_bash") and not (
-            cword.isdecimal() and cword.isascii()
-        ):
+    complete, cword = os.environ.get("_FA_DOCTOR_COMPLETE"), os.environ.get("COMP_CWORD", "")
+    if complete:  # a completion script asks: typer's protocol, click's answers
+        if complete.startswith("complete_bash") and not (cword.isdecimal() and cword.isascii()):
             sys.stderr.write("fa-doctor: completion: COMP_CWORD is not a word index; nothing to complete\n")
             return 1
         from typer.completion import completion_init  # type: ignore[attr-defined]
@@ -66,12 +64,11 @@ def requested_format(args: Sequence[str]) -> str:
 
 def _ensure_streams() -> bool:
     """A closed stdout or stderr (`>&-`, `2>&-`) becomes /dev/null; True when stdout was lost."""
-    lost = False
     if sys.stderr is None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115
-    if sys.stdout is None:
+    lost = sys.stdout is None
+    if lost:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        lost = True
     return lost
 
 
