@@ -1,5 +1,5 @@
 """Program entry: take the signals first (this module imports nothing heavy), then hand over to the CLI; a signal
-during the imports ends the run as one during the check would (docs/internals.md, Signals)."""
+during the imports ends the run as one during the check would (docs/internals.md, The command line)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`fa-doctor exec [check options] -- COMMAND ...`: check what COMMAND will run (`commands/launch.py`), then become
-COMMAND (same PID, its signals, its exit). docs/ci.md tells how the interpreter and environment are chosen."""
+COMMAND (same PID, its signals, its exit). docs/internals.md tells how the interpreter and environment are chosen."""
 
 from __future__ import annotations
 
