@@ -28,7 +28,8 @@ _ENV_ARG_OPTS = "uCSP"
 _ENV_LONG_FLAGS = ("--ignore-environment", "--null", "--debug", "--list-signal-handling")
 _ENV_LONG_SIGNALS = ("--default-signal", "--ignore-signal", "--block-signal")
 _ENV_LONG_VALUED = {"--unset": "u", "--chdir": "C", "--split-string": "S"}
-_S_ESCAPES = {"n": "\n", "t": "\t", "f": "\f", "v": "\v", "r": "\r", "#": "#", "$": "$", '"': '"', "'": "'"}
+# env -S's \X escapes; \_ is a blank in quotes (outside them it separates words)
+_S_ESCAPES = dict(zip("ntfvr#$\"'\\_", "\n\t\f\v\r#$\"'\\ ", strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,51 +105,39 @@ def split_string(text: str, env: Mapping[str, str]) -> list[str]:
     quote: str | None = None
     i = 0
     while i < len(text):
-        c = text[i]
+        c, n = text[i], text[i + 1 : i + 2]
+        i += 1
         if quote == "'":
             if c == "'":
                 quote = None
-            elif c == "\\" and text[i + 1 : i + 2] in ("\\", "'"):
-                word = (word or "") + text[i + 1]
-                i += 1
+            elif c == "\\" and n in ("\\", "'"):
+                word, i = (word or "") + n, i + 1
             else:
                 word = (word or "") + c
+        elif quote is None and (c in " \t\n\v\f\r" or c + n == "\\_"):  # a blank, or \_: the word ends
+            if word is not None:
+                out.append(word)
+            word, i = None, i + 1 if c == "\\" else i
         elif c == "\\":
-            n = text[i + 1 : i + 2]
-            i += 1
             if n == "c" and quote is None:
                 break
-            if n == "_":
-                if quote is None:
-                    if word is not None:
-                        out.append(word)
-                    word = None
-                else:
-                    word = (word or "") + " "
-            elif n in _S_ESCAPES or n == "\\":
-                word = (word or "") + _S_ESCAPES.get(n, "\\")
-            else:
+            if n not in _S_ESCAPES:
                 raise _Refused(f"env -S: invalid escape \\{n}")
-        elif c == "$" and text[i + 1 : i + 2] == "{":
+            word, i = (word or "") + _S_ESCAPES[n], i + 1
+        elif c == "$" and n == "{":
             end = text.find("}", i)
-            name = text[i + 2 : end] if end > 0 else ""
+            name = text[i + 1 : end] if end > 0 else ""
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise _Refused("env -S: a ${NAME} that env cannot expand")
-            word = (word or "") + env.get(name, "")
-            i = end
+            word, i = (word or "") + env.get(name, ""), end + 1
         elif quote is None and c in "'\"":
             quote, word = c, word or ""
         elif quote == '"' and c == '"':
             quote = None
-        elif quote is None and c in " \t\n\v\f\r":
-            if word is not None:
-                out.append(word)
-            word = None
         elif quote is None and c == "#" and word is None:
             break
         else:
             word = (word or "") + c
-        i += 1
     if quote is not None:
         raise _Refused("env -S: no closing quote")
     if word is not None:
@@ -234,7 +223,6 @@ def _python_launch(argv: tuple[str, ...], python: str | None, args: list[str], s
                     args = [*args[:i], arg[:j], arg[j:], *args[i + 1 :]]
                     i += 1
                     start = i
-                    inline = arg[j + 1 :]
                 i += 1 if inline else 2
                 if ch == "c":
                     return made()
