@@ -280,7 +280,11 @@ def fleet(
     """Run check on every node of a cluster (ENGINE: ray) and merge the reports into one fleet report."""
     from fa_doctor.commands import fleet as command
 
-    # Each node's check gets the check options given here (on the line or by FA_DOCTOR_*), not the defaults.
-    forwarded = command.check_argv(**{k: v for k, v in ctx.params.items() if given(ctx, k)})
-    options = command.FleetOptions(engine, address, ctx.params["node_timeout"], forwarded, strict=strict)
+    forwarded: list[str] = []  # the check options given here (on the line or by FA_DOCTOR_*), as click declares them
+    for param in ctx.command.params:
+        name, flag = param.name or "", param.opts[-1]
+        value = ctx.params.get(name) if name in command.CHECK_OPTIONS.split() and given(ctx, name) else None
+        if value is not None and value is not False:
+            forwarded += [flag] if value is True else [flag, str(value)]
+    options = command.FleetOptions(engine, address, ctx.params["node_timeout"], tuple(forwarded), strict=strict)
     return _deliver(ctx, lambda progress, e: command.run(options, progress, e))[0]
