@@ -74,14 +74,13 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
         return Result("check", (probe_failed(exc),), where, timings=timings, strict=options.strict)
     visible = [d.index for d in facts.gpus.devices]
     facts, missing = node.restrict(facts, options.gpu_indices)
-    findings: list[Finding] = []
-    derived = None
+    derived: Derived | None = None
     try:
         derived = derive(facts)
     except Exception as exc:  # contained like every check: the probes' facts are still reported
-        findings.append(crash_finding("inventory", exc, others_ran=False))
-    if derived is not None:
-        findings += run_checks(facts, derived, options)
+        findings = [crash_finding("inventory", exc, others_ran=False)]
+    else:
+        findings = run_checks(facts, derived, options)
     findings += contained("node", lambda: node.check_node(facts, missing, visible))
     findings += contained("target", lambda: check_target(facts, options.python_why, os.path.realpath(sys.prefix), env))
     smoke = None
@@ -104,13 +103,7 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
     except Exception as exc:
         findings.append(crash_finding("plan", exc))
     timings["total"] = time.perf_counter() - start
-    payload = CheckPayload(
-        host=probe_host(options.env),
-        target=facts.target,
-        gpus=facts.gpus,
-        torch=facts.torch,
-        packages=tuple(PackageRow(d, family_of(d.normalized)) for d in facts.scan.distributions),
-        selection=derived.selection if derived else None,
-        smoke=smoke,
-    )
+    rows = tuple(PackageRow(d, family_of(d.normalized)) for d in facts.scan.distributions)
+    selection = derived.selection if derived else None
+    payload = CheckPayload(probe_host(options.env), facts.target, facts.gpus, facts.torch, rows, selection, smoke)
     return Result("check", tuple(findings), payload, timings, options.strict)
