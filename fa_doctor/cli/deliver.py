@@ -179,7 +179,6 @@ def run_and_deliver(
     name: str, run: Run, out: Outputs, early: Any, *, python: str | None, stream: IO[str] | None = None
 ) -> tuple[int, Result]:
     from fa_doctor.probes.target import TargetError
-    from fa_doctor.process.interrupt import Interrupted
     from fa_doctor.render.progress import progress_to_stderr
 
     # fa_doctor.entry started it before the commands loaded; use it when it probes the interpreter this run wants.
@@ -194,7 +193,7 @@ def run_and_deliver(
             result = run(progress, early)
     except (TargetError, CannotRun) as exc:
         result = error_result(name, str(exc))
-    except Interrupted as exc:
+    except interrupt.Interrupted as exc:
         result = interrupted_result(name, exc.signum)
         if out.format != "human":  # the human report says it on stderr itself
             sys.stderr.write(f"fa-doctor: {result.error}\n")

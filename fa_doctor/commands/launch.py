@@ -14,11 +14,7 @@ from fa_doctor.model.facts import BackendFlags
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?t?)?$")
 _SGLANG_MODULES = ("sglang.launch_server", "sglang.cli.serve")
-_FLAGS = {
-    "--attention-backend": "attention",
-    "--prefill-attention-backend": "prefill",
-    "--decode-attention-backend": "decode",
-}
+_FLAGS = {"--attention-backend": "attention"} | {f"--{k}-attention-backend": k for k in ("prefill", "decode")}
 _SHEBANG_BYTES = 512
 _HOPS = 8  # env, #!, env -S, ... (Linux itself follows at most 4 interpreters)
 _PY_ARG_OPTS = "WX"  # take a value, then parsing goes on
