@@ -62,21 +62,15 @@ def requested_format(args: Sequence[str]) -> str:
     return fmt if fmt in FORMATS else "human"
 
 
-def _ensure_streams() -> bool:
-    """A closed stdout or stderr (`>&-`, `2>&-`) becomes /dev/null; True when stdout was lost."""
-    if sys.stderr is None:
-        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
-    lost = sys.stdout is None
-    if lost:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-    return lost
-
-
 def main_guard(args: list[str]) -> int:
     from fa_doctor.process import proc
     from fa_doctor.process.interrupt import Interrupted, handled
 
-    stdout_lost = _ensure_streams()
+    if sys.stderr is None:  # a closed stderr or stdout (`2>&-`, `>&-`) becomes /dev/null
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+    stdout_lost = sys.stdout is None
+    if stdout_lost:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
     try:
         with handled():
             try:

@@ -64,20 +64,11 @@ def _finding(m: Match) -> Finding:
     return Finding("explain.match", Severity.INFO, title, Lines(lines), evidence, m.remedies)
 
 
-def _no_match() -> Finding:
-    from fa_doctor.knowledge import NO_MATCH
-
-    remedy = Remedy("Test the install itself.", ("fa-doctor check",))
-    return Finding(
-        "explain.no_match", Severity.INFO, "fa-doctor does not recognise this error", NO_MATCH, remedies=(remedy,)
-    )
-
-
 def run(
     options: ExplainOptions, progress: Callable[[str], None] | None = None, pending: TargetProbe | None = None
 ) -> Result:
     """CannotRun (no text to explain) and TargetError propagate: the CLI maps them to exit code 2."""
-    from fa_doctor.knowledge import explain
+    from fa_doctor.knowledge import NO_MATCH, explain
 
     text = read_input(options)
     facts = None
@@ -101,6 +92,10 @@ def run(
         else:
             checked = run_checks(facts, derived, check_options)
     matches = tuple(explain(text, facts, options.limit, checked))
-    findings = tuple(_finding(m) for m in matches) or (_no_match(),)
+    remedy = Remedy("Test the install itself.", ("fa-doctor check",))
+    no_match = Finding(
+        "explain.no_match", Severity.INFO, "fa-doctor does not recognise this error", NO_MATCH, remedies=(remedy,)
+    )
+    findings = tuple(_finding(m) for m in matches) or (no_match,)
     payload = ExplainPayload(matches, len(text), facts.target if facts else None)
     return Result("explain", findings, payload)
