@@ -193,43 +193,32 @@ def _follow_env(args: list[str], state: _State) -> list[str]:
 def _python_launch(argv: tuple[str, ...], python: str | None, args: list[str], state: _State) -> Launch:
     """`python [options] (-m MODULE | -c CMD | SCRIPT | -) [args]`, options combined as CPython allows (`-Bm`)."""
 
-    def made(sglang: bool = False, after: Sequence[str] = ()) -> Launch:
+    def made(own: Sequence[str], sglang: bool = False, after: Sequence[str] = ()) -> Launch:  # own: python's options
         flags = _backend_flags(after) if sglang else BackendFlags()
-        own = tuple(args[:start])  # the interpreter's options, each with its value
-        return Launch(argv, python, sglang, flags, dict(state.env), python_flags=own, cwd=state.cwd)
+        return Launch(argv, python, sglang, flags, dict(state.env), python_flags=tuple(own), cwd=state.cwd)
 
     i = start = 0
     while i < len(args):
-        start = i
-        arg = args[i]
+        start, arg = i, args[i]
         if arg == "--" or arg == "-" or not arg.startswith("-"):
-            script_at = i + 1 if arg == "--" else i
-            script = args[script_at] if script_at < len(args) else ""
-            after = args[script_at + 1 :]
-            return made(os.path.basename(script) == "sglang" and after[:1] == ["serve"], after[1:])
+            rest = args[i + 1 :] if arg == "--" else args[i:]  # the script and its arguments
+            serve = bool(rest) and os.path.basename(rest[0]) == "sglang" and rest[1:2] == ["serve"]
+            return made(args[:i], serve, rest[2:])
         if arg.startswith("--"):
             i += 2 if arg in _PY_LONG_WITH_ARG else 1
             continue
-        for j in range(1, len(arg)):
-            ch = arg[j]
-            if ch in "cm" + _PY_ARG_OPTS:
-                inline = arg[j + 1 :]
-                value = inline or (args[i + 1] if i + 1 < len(args) else "")
-                if ch in "cm" and j > 1:  # `-Bm mod`: the options before m are the interpreter's own
-                    args = [*args[:i], arg[:j], arg[j:], *args[i + 1 :]]
-                    i += 1
-                    start = i
-                i += 1 if inline else 2
-                if ch == "c":
-                    return made()
-                if ch == "m":
-                    after = args[i:]
-                    serve = value == "sglang" and after[:1] == ["serve"]
-                    return made(value in _SGLANG_MODULES or serve, after[1:] if serve else after)
-                break
-        else:
-            i += 1
-    return made()
+        j = next((j for j, ch in enumerate(arg) if j and ch in "cm" + _PY_ARG_OPTS), 0)  # the one taking a value
+        inline = arg[j + 1 :] if j else ""
+        i += 2 if j and not inline else 1
+        if not j or arg[j] in _PY_ARG_OPTS:
+            continue
+        own = [*args[:start], arg[:j]] if j > 1 else args[:start]  # `-Bm mod`: -B is the interpreter's own
+        if arg[j] == "c":
+            return made(own)
+        value = inline or (args[start + 1] if start + 1 < len(args) else "")
+        serve = value == "sglang" and args[i : i + 1] == ["serve"]
+        return made(own, value in _SGLANG_MODULES or serve, args[i + 1 :] if serve else args[i:])
+    return made(args[:start])
 
 
 def parse_launch(argv: Sequence[str], env: Mapping[str, str], cwd: str | None = None) -> Launch:
