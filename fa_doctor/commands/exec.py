@@ -129,11 +129,9 @@ def _cannot_start(command: Sequence[str], env: Mapping[str, str], exc: OSError) 
     """What a shell would say: not found, a missing #! interpreter ("bad interpreter"), not executable."""
     name = command[0]
     where = name if "/" in name else shutil.which(name, path=env.get("PATH") or os.defpath)
-    if isinstance(exc, FileNotFoundError) and where and os.path.isfile(where):
-        found = shebang(where)
-        interpreter = found[0] if found else None
-        if interpreter and not os.path.exists(interpreter):
-            return f"{name!r}: bad interpreter {interpreter!r}: no such file", EXIT_NOT_EXECUTABLE
+    found = shebang(where) if isinstance(exc, FileNotFoundError) and where and os.path.isfile(where) else None
+    if found and not os.path.exists(found[0]):
+        return f"{name!r}: bad interpreter {found[0]!r}: no such file", EXIT_NOT_EXECUTABLE
     if isinstance(exc, FileNotFoundError):
         return f"{name!r}: command not found", EXIT_NOT_FOUND
     if isinstance(exc, PermissionError):

@@ -89,8 +89,7 @@ def shebang(path: str) -> tuple[str, str | None] | None:
         return None
     line = head[2:].split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip(" \t")  # a CR stays, as in Linux
     interpreter, _, rest = line.replace("\t", " ").partition(" ")
-    rest = rest.strip(" ")
-    return (interpreter, rest or None) if interpreter else None
+    return (interpreter, rest.strip(" ") or None) if interpreter else None
 
 
 def split_string(text: str, env: Mapping[str, str]) -> list[str]:
