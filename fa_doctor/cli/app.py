@@ -228,8 +228,7 @@ def fix(
     from fa_doctor.cli.deliver import confirm
     from fa_doctor.commands import fix as command
 
-    # --timeout (or FA_DOCTOR_TIMEOUT) bounds each repair step too; left out, each kind of step keeps its own
-    # bound (a build takes hours).
+    # --timeout (or FA_DOCTOR_TIMEOUT) bounds each repair step too; left out, each step keeps its own (a build: hours)
     options = command.FixOptions(
         checking, apply=apply, only=tuple(only), allow_torch_change=allow_torch_change,
         timeout=ctx.params["timeout"] if given(ctx, "timeout") else None,
