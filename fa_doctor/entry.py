@@ -1,10 +1,5 @@
-"""Program entry: take the signals first, then hand over to the CLI.
-
-Signals: `interrupt.defer()` is the first thing `main` does (this module imports nothing heavy), so a signal
-during the imports is recorded, then raised under the guard below: same report, same exit code 128+N as one that
-comes during the check, never a traceback. The target and GPU probes start as soon as the command line is parsed,
-before the command's modules load (`fa_doctor.cli.app`).
-"""
+"""Program entry: take the signals first (this module imports nothing heavy), then hand over to the CLI; a signal
+during the imports ends the run as one during the check would (docs/internals.md, The command line)."""
 
 from __future__ import annotations
 
@@ -24,6 +19,6 @@ def main(argv: list[str] | None = None) -> None:
         interrupt.checkpoint("cli")
         cli_main(args)
     except interrupt.Interrupted as exc:  # before the CLI's own guard took over, or after it let go
-        from fa_doctor.cli import interrupted
+        from fa_doctor.cli.guard import emit_interrupted
 
-        interrupted(args, exc.signum)
+        sys.exit(emit_interrupted(args, exc.signum))

@@ -12,13 +12,3 @@ def main(argv: list[str] | None = None) -> None:
     from fa_doctor.cli.guard import main_guard
 
     sys.exit(main_guard(sys.argv[1:] if argv is None else list(argv)))
-
-
-def interrupted(args: list[str], signum: int) -> None:
-    """A signal that came before the command ran: the same result and exit code as one that came during it."""
-    from fa_doctor.cli.guard import emit_interrupted
-
-    sys.exit(emit_interrupted(args, signum))
-
-
-__all__ = ["interrupted", "main"]

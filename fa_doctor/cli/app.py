@@ -1,9 +1,5 @@
-"""The commands, declared with typer: each one parses, starts the target probe, calls `fa_doctor.commands.X.run`,
-delivers the `Result` (`deliver`) and returns the exit code. No logic of its own.
-
-The probes start first: the target interpreter's child (20-50 ms to start, more with thousands of installed
-distributions) and NVML (~100 ms on an H200 host) run while the command's modules load.
-"""
+"""The commands, declared with typer: each one parses, starts the target and GPU probes (they run while the
+command's modules load), calls `fa_doctor.commands.X.run`, delivers the `Result` and returns the exit code."""
 
 from __future__ import annotations
 
@@ -41,29 +37,28 @@ def _version(ctx: typer.Context, value: bool) -> None:
         raise typer.Exit(0)
 
 
-def _show_completion(ctx: typer.Context, value: Optional[str]) -> None:
-    if value is not None and not ctx.resilient_parsing:
-        sys.stdout.write(completion.script(one_of(completion.SHELLS)(value) or ""))
-        raise typer.Exit(0)
-
-
-def _install_completion(ctx: typer.Context, value: Optional[str]) -> None:
-    if value is not None and not ctx.resilient_parsing:
-        where, todo = completion.install(one_of(completion.SHELLS)(value) or "", os.environ)
+def _completion(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]) -> None:
+    if value is None or ctx.resilient_parsing:
+        return
+    shell = one_of(completion.SHELLS)(value) or ""
+    if param.name == "show_completion":
+        sys.stdout.write(completion.script(shell))
+    else:
+        where, todo = completion.install(shell, os.environ)
         sys.stderr.write(f"fa-doctor: completion written to {where}" + (f"; {todo}" if todo else "") + "\n")
-        raise typer.Exit(0)
+    raise typer.Exit(0)
 
 
 @app.callback()
 def root(
     version: bool = typer.Option(False, "-V", "--version", callback=_version, is_eager=True, help="Print the version."),
     show_completion: Optional[str] = typer.Option(
-        None, "--show-completion", metavar="SHELL", callback=_show_completion, is_eager=True,
+        None, "--show-completion", metavar="SHELL", callback=_completion, is_eager=True,
         autocompletion=completes(completion.SHELLS),
         help=f"Print the completion script for SHELL ({', '.join(completion.SHELLS)}).",
     ),
     install_completion: Optional[str] = typer.Option(
-        None, "--install-completion", metavar="SHELL", callback=_install_completion, is_eager=True,
+        None, "--install-completion", metavar="SHELL", callback=_completion, is_eager=True,
         autocompletion=completes(completion.SHELLS),
         help="Write the completion script for SHELL where that shell loads it (no rc file is edited).",
     ),
@@ -90,9 +85,6 @@ def app_for(word: str) -> typer.Typer:
     return single
 
 
-# ---- glue ----------------------------------------------------------------------------------------------------
-
-
 def _probe_early(check: Any) -> Any:
     """The target probe and the GPU probe for these CheckOptions, asking what the check will ask, started before
     the command's modules are imported."""
@@ -116,19 +108,15 @@ def _deliver(
     return run_and_deliver(ctx.info_name or "fa-doctor", run, outputs(ctx.params), early, python=python, **kw)
 
 
-# ---- the commands --------------------------------------------------------------------------------------------
-
-
 @app.command(epilog=opt.EXIT_CODES)
 def check(
     ctx: typer.Context, python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
-    output: Optional[str] = opt.OUTPUT,
-    junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
-    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
-    smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU, timeout: str = opt.TIMEOUT,
-    no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH, attention: Optional[str] = opt.ATTENTION,
-    prefill: Optional[str] = opt.PREFILL, decode: Optional[str] = opt.DECODE, gpus: Optional[str] = opt.GPUS,
-    gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
+    output: Optional[str] = opt.OUTPUT, junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN,
+    summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    no_smoke: bool = opt.NO_SMOKE, smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU,
+    timeout: str = opt.TIMEOUT, no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH,
+    attention: Optional[str] = opt.ATTENTION, prefill: Optional[str] = opt.PREFILL, decode: Optional[str] = opt.DECODE,
+    gpus: Optional[str] = opt.GPUS, gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
 ) -> int:  # fmt: skip
     """Diagnose the FlashAttention install of a Python environment."""
     options = check_options(ctx.params)
@@ -150,11 +138,11 @@ def exec_(
         ..., metavar="COMMAND", help="The server command to start (after --; its options are its own)."
     ),
     python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
-    output: Optional[str] = opt.OUTPUT,
-    junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
-    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
-    smoke_all: bool = opt.SMOKE_ALL, timeout: str = opt.TIMEOUT, no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH,
-    gpus: Optional[str] = opt.GPUS, gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
+    output: Optional[str] = opt.OUTPUT, junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN,
+    summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    no_smoke: bool = opt.NO_SMOKE, smoke_all: bool = opt.SMOKE_ALL, timeout: str = opt.TIMEOUT,
+    no_cache: bool = opt.NO_CACHE, fresh: bool = opt.FRESH, gpus: Optional[str] = opt.GPUS,
+    gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
     warn_only: bool = typer.Option(False, "--warn-only", help="Start COMMAND even when a check fails."),
     allow_no_gpu: bool = typer.Option(False, "--allow-no-gpu", help="Do not fail when no GPU is visible."),
     unset_override: bool = typer.Option(
@@ -227,17 +215,14 @@ def fix(
     plan_only: bool = typer.Option(False, "--plan", help="Print the repairs of the current findings (default)."),
     apply: bool = typer.Option(False, "--apply", help="Run the repairs in the target interpreter, then re-check."),
     yes: bool = typer.Option(False, "-y", "--yes", help="Do not ask before --apply (for CI)."),
-    only: list[str] = typer.Option(
-        [], "--only", metavar="FINDING_ID", help="Repair only these findings (repeatable)."
-    ),
+    only: list[str] = typer.Option([], "--only", metavar="FINDING_ID", help="Repair only these findings (repeatable)."),
     allow_torch_change: bool = typer.Option(
         False, "--allow-torch-change", help="Also run repairs that replace torch (never taken otherwise)."
     ),
     python: Optional[str] = opt.PYTHON, attention: Optional[str] = opt.ATTENTION, prefill: Optional[str] = opt.PREFILL,
     decode: Optional[str] = opt.DECODE, gpu_arch: Optional[str] = opt.GPU_ARCH, fmt: str = opt.FORMAT,
-    output: Optional[str] = opt.OUTPUT,
-    as_json: bool = opt.JSON, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
-    no_smoke: bool = opt.NO_SMOKE,
+    output: Optional[str] = opt.OUTPUT, as_json: bool = opt.JSON, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET,
+    strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
     timeout: str = typer.Option(
         str(opt.TIMEOUT_DEFAULT), "--timeout", metavar="SECONDS", callback=seconds, envvar="FA_DOCTOR_TIMEOUT",
         help="Seconds allowed per smoke-test child and per repair step.",
@@ -259,19 +244,16 @@ def fix(
         raise UsageError("--undo, --discard-journal and --apply exclude each other", ctx)
     checking = check_options(ctx.params)
     early = _probe_early(checking)
+    from fa_doctor.cli.deliver import confirm
     from fa_doctor.commands import fix as command
 
-    # --timeout (or FA_DOCTOR_TIMEOUT) bounds each repair step too; left out, each kind of step keeps its own
-    # bound (a build takes hours).
+    # --timeout (or FA_DOCTOR_TIMEOUT) bounds each repair step too; left out, each step keeps its own (a build: hours)
     options = command.FixOptions(
         checking, apply=apply, only=tuple(only), allow_torch_change=allow_torch_change,
         timeout=ctx.params["timeout"] if given(ctx, "timeout") else None,
         dry_run=dry_run, undo=undo, discard_journal=discard_journal,
     )  # fmt: skip
-    from fa_doctor.cli.deliver import confirm
-
-    confirm_with = None if yes else confirm
-    run = lambda progress, e: command.run(options, progress, e, confirm_with)  # noqa: E731
+    run = lambda progress, e: command.run(options, progress, e, None if yes else confirm)  # noqa: E731
     return _deliver(ctx, run, early, python)[0]
 
 
@@ -280,9 +262,8 @@ def merge(
     ctx: typer.Context,
     paths: list[str] = typer.Argument(..., metavar="PATH", help="Report files, folders, or - (stdin)."),
     fmt: str = opt.FORMAT, as_json: bool = opt.JSON, junit: Optional[str] = opt.JUNIT,
-    output: Optional[str] = opt.OUTPUT,
-    markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE,
-    quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    output: Optional[str] = opt.OUTPUT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
+    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
     expect: Optional[str] = typer.Option(
         None, "--expect", metavar="N", callback=whole(1), help="Fewer node reports fail."
     ),
@@ -307,18 +288,21 @@ def fleet(
         "600.0", "--node-timeout", metavar="SECONDS", callback=seconds, help="Seconds a node may take."
     ),
     python: Optional[str] = opt.PYTHON, fmt: str = opt.FORMAT, as_json: bool = opt.JSON,
-    output: Optional[str] = opt.OUTPUT,
-    junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN, summary: bool = opt.SUMMARY,
-    verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT, no_smoke: bool = opt.NO_SMOKE,
-    smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU, timeout: str = opt.TIMEOUT,
-    no_cache: bool = opt.NO_CACHE, attention: Optional[str] = opt.ATTENTION, prefill: Optional[str] = opt.PREFILL,
-    decode: Optional[str] = opt.DECODE, gpus: Optional[str] = opt.GPUS, gpu_arch: Optional[str] = opt.GPU_ARCH,
-    no_color: bool = opt.NO_COLOR,
+    output: Optional[str] = opt.OUTPUT, junit: Optional[str] = opt.JUNIT, markdown: Optional[str] = opt.MARKDOWN,
+    summary: bool = opt.SUMMARY, verbose: bool = opt.VERBOSE, quiet: bool = opt.QUIET, strict: bool = opt.STRICT,
+    no_smoke: bool = opt.NO_SMOKE, smoke_all: bool = opt.SMOKE_ALL, require_gpu: bool = opt.REQUIRE_GPU,
+    timeout: str = opt.TIMEOUT, no_cache: bool = opt.NO_CACHE, attention: Optional[str] = opt.ATTENTION,
+    prefill: Optional[str] = opt.PREFILL, decode: Optional[str] = opt.DECODE, gpus: Optional[str] = opt.GPUS,
+    gpu_arch: Optional[str] = opt.GPU_ARCH, no_color: bool = opt.NO_COLOR,
 ) -> int:  # fmt: skip
     """Run check on every node of a cluster (ENGINE: ray) and merge the reports into one fleet report."""
     from fa_doctor.commands import fleet as command
 
-    # Each node's check gets the check options given here (on the line or by FA_DOCTOR_*), not the defaults.
-    forwarded = command.check_argv(**{k: v for k, v in ctx.params.items() if given(ctx, k)})
-    options = command.FleetOptions(engine, address, ctx.params["node_timeout"], forwarded, strict=strict)
+    forwarded: list[str] = []  # the check options given here (on the line or by FA_DOCTOR_*), as click declares them
+    for param in ctx.command.params:
+        name, flag = param.name or "", param.opts[-1]
+        value = ctx.params.get(name) if name in command.CHECK_OPTIONS.split() and given(ctx, name) else None
+        if value is not None and value is not False:
+            forwarded += [flag] if value is True else [flag, str(value)]
+    options = command.FleetOptions(engine, address, ctx.params["node_timeout"], tuple(forwarded), strict=strict)
     return _deliver(ctx, lambda progress, e: command.run(options, progress, e))[0]

@@ -1,10 +1,6 @@
-"""`--show-completion SHELL` and `--install-completion SHELL`: the scripts typer writes for click's completion.
-
-The script calls `fa-doctor` back with `_FA_DOCTOR_COMPLETE=complete_<shell>`; click answers from the options
-typer declared (nothing runs: no probe, no check). Installing writes one file where the shell looks for completions
-on its own and edits no rc file, through `process.atomic` like every file fa-doctor writes: never through a link
-planted at a temporary name or at the target.
-"""
+"""`--show-completion SHELL` and `--install-completion SHELL`: the scripts typer writes for click's completion
+(docs/internals.md). Installing writes one file where the shell looks on its own, through `process.atomic`, and
+edits no rc file."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """Delivery: run a command under the signal path, render its result in the chosen format to the right stream,
 write the CI files beside it, and turn anything that goes wrong on the way into an exit code, never a traceback.
-
-stdout carries only the product (the report, or one JSON document); progress and errors go to stderr. `exec`
-sends its report to stderr too: the server's stdout stays its own.
-"""
+stdout carries only the product; progress and errors go to stderr, and so does `exec`'s report."""
 
 from __future__ import annotations
 
@@ -55,32 +52,22 @@ def _width(stream: IO[str]) -> int:
     return 120
 
 
-def render(
-    result: Result,
-    fmt: str,
-    *,
-    verbose: bool = False,
-    color: bool = False,
-    width: int = 120,
-    wrap: bool = False,
-    quiet: bool = False,
-) -> str:
-    """`wrap`: prose wrapped at `width` (a terminal); `quiet`: the human report cut to the verdict and what fails."""
+def render(result: Result, fmt: str, *, verbose: bool = False, quiet: bool = False, **style: Any) -> str:
+    """`style`: color, width, wrap (prose wrapped at `width`: a terminal); `quiet`: the human report cut to the
+    verdict and what fails."""
     from fa_doctor.render.base import renderer_for
 
     if fmt == "human" and quiet:
         from fa_doctor.render.human import QuietRenderer
 
-        return QuietRenderer(color=color, width=width, wrap=wrap).render(result)
-    return renderer_for(fmt, verbose=verbose, color=color, width=width, wrap=wrap).render(result)
+        return QuietRenderer(**style).render(result)
+    return renderer_for(fmt, verbose=verbose, **style).render(result)
 
 
 def write(stream: IO[str], text: str) -> None:
     """Text the stream's encoding cannot hold (✓ on an ASCII terminal, lone surrogates) is escaped, not fatal.
-
-    Written as bytes until all are out: under PYTHONUNBUFFERED=1 the stream's buffer is the raw file, whose
-    write may take only part (a reader that leaves mid-report) and which TextIOWrapper would not retry, so the
-    report would be cut without the BrokenPipeError that makes it exit 2."""
+    Bytes are written until all are out: under PYTHONUNBUFFERED=1 a raw file may take only part (a reader that
+    leaves mid-report), and TextIOWrapper would not retry: the report would be cut without a BrokenPipeError."""
     encoding = getattr(stream, "encoding", None) or "utf-8"
     data = text.encode(encoding, "backslashreplace")
     binary = getattr(stream, "buffer", None)
@@ -95,7 +82,8 @@ def write(stream: IO[str], text: str) -> None:
     binary.flush()
 
 
-_NOT_REGULAR = {errno.ELOOP: "it is a symbolic link (not followed)", errno.ENXIO: "it is a FIFO or socket"}
+_LINK, _SPECIAL = "it is a symbolic link (not followed)", "not a regular file (a FIFO, device or socket is refused)"
+_NOT_REGULAR = {errno.ELOOP: _LINK, errno.ENXIO: "it is a FIFO or socket"}
 
 
 def _write_file(path: str, text: str, append: bool = False) -> str | None:
@@ -107,65 +95,54 @@ def _write_file(path: str, text: str, append: bool = False) -> str | None:
     from fa_doctor.render.escape import escape
 
     shown = escape(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = stat.S_IFREG
+    except OSError as exc:
+        return f"cannot write {shown}: {exc.strerror or exc}"
+    if not stat.S_ISREG(mode):
+        why = _LINK if stat.S_ISLNK(mode) else "it is a directory" if stat.S_ISDIR(mode) else _SPECIAL
+        return f"cannot write {shown}: {why}"
     data = text.encode("utf-8", "backslashreplace")
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        return f"cannot write {shown}: {exc.strerror or exc}"
-    if st is not None and stat.S_ISLNK(st.st_mode):
-        return f"cannot write {shown}: {_NOT_REGULAR[errno.ELOOP]}"
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        return f"cannot write {shown}: it is a directory"
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        return f"cannot write {shown}: not a regular file (a FIFO, device or socket is refused)"
-    if not append:
-        try:
+        if not append:
             write_atomic(path, data)
-        except OSError as exc:
-            return f"cannot write {shown}: {exc.strerror or exc}"
-        return None
-    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o666)
-    except OSError as exc:
+            return None
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return f"cannot write {shown}: {_SPECIAL}"
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    except OSError as exc:  # a link or FIFO planted after the lstat is refused by the open
         return f"cannot write {shown}: {_NOT_REGULAR.get(exc.errno or 0) or exc.strerror or exc}"
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return f"cannot write {shown}: not a regular file (a FIFO, device or socket is refused)"
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except OSError as exc:
-        return f"cannot write {shown}: {exc.strerror or exc}"
-    finally:
-        os.close(fd)
     return None
 
 
 def deliver(result: Result, out: Outputs, stream: IO[str] | None = None) -> int:
     """Render to the stream and the files; the result's exit code, or 2 when something could not be written."""
-    problems: list[str] = []
+    problems: list[str | None] = []
     if stream is None:
         stream = sys.stderr if (result.error and out.format == "human") else sys.stdout
-    color, width, wrap = out.color(stream), _width(stream), _isatty(stream)
-    text = render(result, out.format, verbose=out.verbose, color=color, width=width, wrap=wrap, quiet=out.quiet)
     for path, fmt in ((out.junit, "junit"), (out.markdown, "markdown")):
         if path:
-            problems += filter(None, [_write_file(path, render(result, fmt))])
+            problems.append(_write_file(path, render(result, fmt)))
     if out.step_summary:
         target = os.environ.get("GITHUB_STEP_SUMMARY")
         if target:
-            problems += filter(None, [_write_file(target, render(result, "markdown"), append=True)])
+            problems.append(_write_file(target, render(result, "markdown"), append=True))
         else:
             sys.stderr.write("fa-doctor: --step-summary: GITHUB_STEP_SUMMARY is not set; no summary written\n")
     if out.output:  # the report as a file would hold it: no colour, no terminal wrapping
-        text = render(result, out.format, verbose=out.verbose, quiet=out.quiet)
-        problem = _write_file(out.output, text)
-        if problem:
-            problems.append(problem)
+        problems.append(_write_file(out.output, render(result, out.format, verbose=out.verbose, quiet=out.quiet)))
         text = ""
+    else:
+        color, width, wrap = out.color(stream), _width(stream), _isatty(stream)
+        text = render(result, out.format, verbose=out.verbose, color=color, width=width, wrap=wrap, quiet=out.quiet)
     try:
         with _signals_held():  # the report goes out whole; a signal after it ends the run (128+N), no second one
             if text:
@@ -175,9 +152,9 @@ def deliver(result: Result, out: Outputs, stream: IO[str] | None = None) -> int:
     except BrokenPipeError:  # `fa-doctor check | head`: the reader left; say nothing more
         _silence(stream)
         return EXIT_ERROR
-    for problem in problems:
+    for problem in filter(None, problems):
         sys.stderr.write(f"fa-doctor: {problem}\n")
-    return EXIT_ERROR if problems else result.exit_code
+    return EXIT_ERROR if any(problems) else result.exit_code
 
 
 @contextlib.contextmanager
@@ -201,14 +178,12 @@ def _silence(stream: IO[str]) -> None:
 def run_and_deliver(
     name: str, run: Run, out: Outputs, early: Any, *, python: str | None, stream: IO[str] | None = None
 ) -> tuple[int, Result]:
-    from fa_doctor.probes.target import TargetError, TargetProbe
-    from fa_doctor.process.interrupt import Interrupted
+    from fa_doctor.probes.target import TargetError
     from fa_doctor.render.progress import progress_to_stderr
 
     # fa_doctor.entry started it before the commands loaded; use it when it probes the interpreter this run wants.
-    if not (isinstance(early, TargetProbe) and early.python == (python or sys.executable)):
-        if isinstance(early, TargetProbe):
-            early.close()  # it guessed another interpreter: end its child now, not at exit
+    if early is not None and early.python != (python or sys.executable):
+        early.close()  # it guessed another interpreter: end its child now, not at exit
         early = None
     try:
         interrupt.checkpoint("run")
@@ -218,7 +193,7 @@ def run_and_deliver(
             result = run(progress, early)
     except (TargetError, CannotRun) as exc:
         result = error_result(name, str(exc))
-    except Interrupted as exc:
+    except interrupt.Interrupted as exc:
         result = interrupted_result(name, exc.signum)
         if out.format != "human":  # the human report says it on stderr itself
             sys.stderr.write(f"fa-doctor: {result.error}\n")
@@ -239,11 +214,6 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
     edits = tuple(dataclasses.replace(e, diff=Lines(e.diff.split("\n"))) for e in payload.edits)
     shown = prepare(dataclasses.replace(result, payload=dataclasses.replace(payload, edits=edits)))
     dry_run = payload.dry_run
-    # A dry run shows the diffs on stdout; a refusal's reason is still said here.
-    notes = [
-        f"fa-doctor: {f.title}" + (f" ({f.detail})" if f.detail and not (dry_run and f.id == "fix.edited") else "")
-        for f in shown.findings
-    ]
     if dry_run:  # every line a comment: `eval "$(fa-doctor fix --unset-override --dry-run ...)"` runs nothing
         from fa_doctor.render.shell import as_comments
 
@@ -261,8 +231,9 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
     except BrokenPipeError:
         _silence(sys.stdout)
         return EXIT_ERROR
-    for note in notes:
-        sys.stderr.write(note + "\n")
+    for f in shown.findings:  # a dry run shows the diffs on stdout; a refusal's reason is still said here
+        detail = f" ({f.detail})" if f.detail and not (dry_run and f.id == "fix.edited") else ""
+        sys.stderr.write(f"fa-doctor: {f.title}{detail}\n")
     if not dry_run and not out.output and _isatty(sys.stdout) and payload.eval_hint:
         sys.stderr.write(f"fa-doctor: a program cannot change its parent shell; run: {payload.eval_hint}\n")
     return result.exit_code
@@ -270,7 +241,6 @@ def deliver_fix_override(result: Result, out: Outputs) -> int:
 
 def confirm(steps: Any) -> bool:
     """Ask on the terminal; without one, --apply needs --yes."""
-    from fa_doctor.model.result import CannotRun
     from fa_doctor.render.escape import escape
 
     if not sys.stdin.isatty():

@@ -31,11 +31,9 @@ def dispatch(args: list[str]) -> int:
     from fa_doctor.cli.app import app, app_for
 
     chosen = app
-    if os.environ.get("_FA_DOCTOR_COMPLETE"):  # a completion script asks: typer's protocol, click's answers
-        cword = os.environ.get("COMP_CWORD", "")
-        if os.environ["_FA_DOCTOR_COMPLETE"].startswith("complete_bash") and not (
-            cword.isdecimal() and cword.isascii()
-        ):
+    complete, cword = os.environ.get("_FA_DOCTOR_COMPLETE"), os.environ.get("COMP_CWORD", "")
+    if complete:  # a completion script asks: typer's protocol, click's answers
+        if complete.startswith("complete_bash") and not (cword.isdecimal() and cword.isascii()):
             sys.stderr.write("fa-doctor: completion: COMP_CWORD is not a word index; nothing to complete\n")
             return 1
         from typer.completion import completion_init  # type: ignore[attr-defined]
@@ -67,22 +65,15 @@ def requested_format(args: Sequence[str]) -> str:
     return fmt if fmt in FORMATS else "human"
 
 
-def _ensure_streams() -> bool:
-    """A closed stdout or stderr (`>&-`, `2>&-`) becomes /dev/null; True when stdout was lost."""
-    lost = False
-    if sys.stderr is None:
-        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
-    if sys.stdout is None:
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
-        lost = True
-    return lost
-
-
 def main_guard(args: list[str]) -> int:
     from fa_doctor.process import proc
     from fa_doctor.process.interrupt import Interrupted, handled
 
-    stdout_lost = _ensure_streams()
+    if sys.stderr is None:  # a closed stderr or stdout (`2>&-`, `>&-`) becomes /dev/null
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+    stdout_lost = sys.stdout is None
+    if stdout_lost:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
     try:
         with handled():
             try:

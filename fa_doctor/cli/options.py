@@ -1,10 +1,6 @@
-"""The options several commands share, declared once, and their checks: a bad value is a usage error (exit 2),
-never silently something else (`--timeout nan` turning the bound off, `--python ""` meaning fa-doctor's own
-interpreter). The valid values of a choice come from the module that defines them, for --help and completion.
-Then what the parsed values become: the Outputs of a run and the commands' CheckOptions.
-
-No param_hint in BadParameter: click names the option (and its FA_DOCTOR_* variable).
-"""
+"""The options several commands share, and their checks: a bad value is a usage error (exit 2), never silently
+something else (`--timeout nan` turning the bound off). Then what the parsed values become: Outputs, CheckOptions.
+No param_hint in BadParameter: click names the option (and its FA_DOCTOR_* variable)."""
 
 from __future__ import annotations
 
@@ -50,11 +46,8 @@ def path(value: Any) -> Any:
     return value
 
 
-# Numbers are read here, not by typer: the message names the value whatever the typer release (typer 0.29's
-# pydantic coercion says only "Input should be a valid number"). The parameter is declared `str`; the command
-# reads the converted number from ctx.params.
-
-
+# Numbers are read here, not by typer (whose message varies by release): the parameter is declared `str`; the
+# command reads the converted number from ctx.params.
 def seconds(value: Optional[str]) -> Optional[float]:
     if value is None:
         return None
@@ -90,9 +83,9 @@ def _gpus(value: Optional[str]) -> Optional[str]:
 
 
 def _gpu_arch(value: Optional[str]) -> Optional[str]:
-    from fa_doctor.commands.options import parse_gpu_arch
-
     if value is not None:
+        from fa_doctor.diagnose.checks.binary import parse_gpu_arch
+
         try:
             parse_gpu_arch(value)
         except ValueError as exc:
@@ -187,7 +180,7 @@ def outputs(p: Mapping[str, Any]) -> Any:
 
 def check_options(p: Mapping[str, Any], resolve: bool = True, **changes: Any) -> Any:
     """`resolve`: choose the interpreter a bare run judges (probes.target.choose); exec reads COMMAND's instead."""
-    from fa_doctor.commands.options import parse_gpu_arch, parse_gpus
+    from fa_doctor.diagnose.checks.binary import parse_gpu_arch
     from fa_doctor.model.facts import BackendFlags
     from fa_doctor.model.options import CheckOptions
     from fa_doctor.probes.target import choose
@@ -205,6 +198,6 @@ def check_options(p: Mapping[str, Any], resolve: bool = True, **changes: Any) ->
         timeout=v["timeout"],
         use_cache=not v.get("no_cache"),
         fresh=bool(v.get("fresh")),
-        gpu_indices=parse_gpus(v.get("gpus")),
+        gpu_indices=tuple(dict.fromkeys(int(p) for p in v["gpus"].split(","))) if v.get("gpus") else None,
         gpu_arch=parse_gpu_arch(v["gpu_arch"]) if v.get("gpu_arch") else None,
     )

@@ -54,26 +54,13 @@ def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Fi
     return findings
 
 
-def plan_remedies(findings: list[Finding], facts: Facts | None, options: CheckOptions) -> list[Finding]:
-    """The planner, after every check: intents become actions for this machine; contained like a check."""
-    from fa_doctor.diagnose.plan.planner import plan
-
-    try:
-        return plan(findings, facts, options.target_args)
-    except Exception as exc:
-        return [*findings, crash_finding("plan", exc)]
-
-
-def _own_prefix() -> str:
-    return os.path.realpath(sys.prefix)
-
-
 def run(options: CheckOptions, progress: Progress | None = None, pending: TargetProbe | None = None) -> Result:
     """TargetError (a bad --python) propagates: the CLI maps it to exit code 2."""
     from fa_doctor.catalog.families import family_of
     from fa_doctor.diagnose.checks import node
     from fa_doctor.diagnose.checks.target import check_target
     from fa_doctor.diagnose.derive import derive
+    from fa_doctor.diagnose.plan.planner import plan
     from fa_doctor.probes.gather import gather
     from fa_doctor.probes.host import probe as probe_host
 
@@ -87,16 +74,15 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
         return Result("check", (probe_failed(exc),), where, timings=timings, strict=options.strict)
     visible = [d.index for d in facts.gpus.devices]
     facts, missing = node.restrict(facts, options.gpu_indices)
-    findings: list[Finding] = []
-    derived = None
+    derived: Derived | None = None
     try:
         derived = derive(facts)
     except Exception as exc:  # contained like every check: the probes' facts are still reported
-        findings.append(crash_finding("inventory", exc, others_ran=False))
-    if derived is not None:
-        findings += run_checks(facts, derived, options)
+        findings = [crash_finding("inventory", exc, others_ran=False)]
+    else:
+        findings = run_checks(facts, derived, options)
     findings += contained("node", lambda: node.check_node(facts, missing, visible))
-    findings += contained("target", lambda: check_target(facts, options.python_why, _own_prefix(), env))
+    findings += contained("target", lambda: check_target(facts, options.python_why, os.path.realpath(sys.prefix), env))
     smoke = None
     if options.smoke and derived is not None:
         from fa_doctor.smoke.step import smoke_step
@@ -104,9 +90,7 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
         announce = getattr(progress, "static", None)  # a log (no terminal) gets the static verdict before the kernels
         if callable(announce) and facts.gpus.devices:
             announce(findings, len(facts.gpus.devices))
-
-        invalid = next((f for f in findings if f.id == "override.invalid" and f.severity is Severity.FAIL), None)
-        refused = invalid.title if invalid is not None else None
+        refused = next((f.title for f in findings if f.id == "override.invalid" and f.severity is Severity.FAIL), None)
         t0 = time.perf_counter()
         try:
             more, smoke = smoke_step(facts, options, derived, progress, refused)
@@ -114,15 +98,12 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
             more = [crash_finding("smoke", exc)]
         findings += more
         timings["smoke"] = time.perf_counter() - t0
-    findings = plan_remedies(findings, facts, options)
+    try:  # the planner, after every check: intents become actions for this machine; contained like a check
+        findings = plan(findings, facts, options.target_args)
+    except Exception as exc:
+        findings.append(crash_finding("plan", exc))
     timings["total"] = time.perf_counter() - start
-    payload = CheckPayload(
-        host=probe_host(options.env),
-        target=facts.target,
-        gpus=facts.gpus,
-        torch=facts.torch,
-        packages=tuple(PackageRow(d, family_of(d.normalized)) for d in facts.scan.distributions),
-        selection=derived.selection if derived else None,
-        smoke=smoke,
-    )
+    rows = tuple(PackageRow(d, family_of(d.normalized)) for d in facts.scan.distributions)
+    selection = derived.selection if derived else None
+    payload = CheckPayload(probe_host(options.env), facts.target, facts.gpus, facts.torch, rows, selection, smoke)
     return Result("check", tuple(findings), payload, timings, options.strict)

@@ -1,12 +1,5 @@
-"""`fa-doctor exec [check options] -- COMMAND ...`: check, then become COMMAND (same PID, its signals, its exit).
-
-The check reads what COMMAND will run (`commands/launch.py`): its interpreter (unless `--python` says
-otherwise), followed through `env` and `#!` lines; the environment it will get (fa-doctor's, less the override
-with `--unset-override`, then `env`'s own `-i`/`-u`/assignments); and, for an SGLang launch, its backend flags.
-When the interpreter cannot be told (a shell script that execs python), the check says so (`exec.python_unknown`,
-a warning naming `--python`) and inspects the `python3` on the server's PATH, never fa-doctor's own silently.
-A server needs a GPU, so a missing one fails unless `--allow-no-gpu`.
-"""
+"""`fa-doctor exec [check options] -- COMMAND ...`: check what COMMAND will run (`commands/launch.py`), then become
+COMMAND (same PID, its signals, its exit). docs/internals.md tells how the interpreter and environment are chosen."""
 
 from __future__ import annotations
 
@@ -28,8 +21,6 @@ if TYPE_CHECKING:
 
 EXIT_NOT_FOUND = 127  # as a shell reports a command it cannot find
 EXIT_NOT_EXECUTABLE = 126  # and one it cannot run (a missing #! interpreter: "bad interpreter")
-UNKNOWN_ID = "exec.python_unknown"
-DIFFERS_ID = "exec.python_differs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,28 +51,25 @@ def plan(options: ExecOptions, env: Mapping[str, str] | None = None) -> tuple[Ch
     launch = parse_launch(options.command, server_env(options, env))
     check = options.check
     # COMMAND's own interpreter is what will run: an explicit --python (or FA_DOCTOR_PYTHON) names it only when
-    # COMMAND's cannot be told; where the two disagree, COMMAND's is judged and the report says so (differs()).
+    # COMMAND's cannot be told; where the two disagree, COMMAND's is judged and the report says so (run()).
     python = launch.python or check.python or fallback_python(launch)
     why = "COMMAND" if launch.python else "--python" if check.python else "python3 on the server's PATH"
-    flags = launch.flags if launch.sglang else check.flags
-    return (
-        replace(
-            check,
-            python=python,
-            python_why=why,
-            flags=flags,
-            require_gpu=check.require_gpu or not options.allow_no_gpu,
-            env=dict(launch.env),
-            python_flags=launch.python_flags if python == launch.python else (),
-            cwd=launch.cwd,
-        ),
-        launch,
+    checked = replace(
+        check,
+        python=python,
+        python_why=why,
+        flags=launch.flags if launch.sglang else check.flags,
+        require_gpu=check.require_gpu or not options.allow_no_gpu,
+        env=dict(launch.env),
+        python_flags=launch.python_flags if python == launch.python else (),
+        cwd=launch.cwd,
     )
+    return checked, launch
 
 
 def unknown_python(launch: Launch, checked: str) -> Finding:
     return Finding(
-        UNKNOWN_ID,
+        "exec.python_unknown",
         Severity.WARN,
         "Which Python COMMAND runs could not be told; the check inspected another one",
         f"{launch.problem}. Checked instead: {checked} (the first python3 on the server's PATH, else fa-doctor's "
@@ -110,22 +98,17 @@ def run(
     result = replace(check.run(check_options, progress, pending), command="exec")
     if result.error:
         return result
-    if launch.python and options.check.python and differs(options.check.python, launch.python):
-        return replace(result, findings=(python_differs(options.check.python, launch), *result.findings))
-    if options.check.python or launch.python:
+    given = options.check.python  # a venv's python links to a shared binary: the path tells the environment
+    if launch.python and given and os.path.abspath(given) != os.path.abspath(launch.python):
+        return replace(result, findings=(python_differs(given, launch), *result.findings))
+    if given or launch.python:
         return result
     return replace(result, findings=(unknown_python(launch, check_options.python or sys.executable), *result.findings))
 
 
-def differs(given: str, runs: str) -> bool:
-    """Whether --python names another interpreter than COMMAND's (a venv's python links to a shared binary: the
-    path, not the binary, tells the environment)."""
-    return os.path.abspath(given) != os.path.abspath(runs)
-
-
 def python_differs(given: str, launch: Launch) -> Finding:
     return Finding(
-        DIFFERS_ID,
+        "exec.python_differs",
         Severity.WARN,
         "--python names another interpreter than COMMAND runs; COMMAND's was judged",
         f"--python (or FA_DOCTOR_PYTHON) is {given}, but COMMAND runs {launch.python}: the check judged what will "
@@ -146,11 +129,9 @@ def _cannot_start(command: Sequence[str], env: Mapping[str, str], exc: OSError) 
     """What a shell would say: not found, a missing #! interpreter ("bad interpreter"), not executable."""
     name = command[0]
     where = name if "/" in name else shutil.which(name, path=env.get("PATH") or os.defpath)
-    if isinstance(exc, FileNotFoundError) and where and os.path.isfile(where):
-        found = shebang(where)
-        interpreter = found[0] if found else None
-        if interpreter and not os.path.exists(interpreter):
-            return f"{name!r}: bad interpreter {interpreter!r}: no such file", EXIT_NOT_EXECUTABLE
+    found = shebang(where) if isinstance(exc, FileNotFoundError) and where and os.path.isfile(where) else None
+    if found and not os.path.exists(found[0]):
+        return f"{name!r}: bad interpreter {found[0]!r}: no such file", EXIT_NOT_EXECUTABLE
     if isinstance(exc, FileNotFoundError):
         return f"{name!r}: command not found", EXIT_NOT_FOUND
     if isinstance(exc, PermissionError):

@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 _MAX_BYTES = 4_000_000  # a paste longer than this is cut; the matcher keeps head and tail of what is left
 
 
-class InputError(CannotRun):
-    """The text to explain cannot be read."""
-
-
 @dataclass(frozen=True, slots=True)
 class ExplainOptions:
     text: str | None = None  # the paste itself; "-" reads standard input
@@ -37,12 +33,12 @@ def read_input(options: ExplainOptions) -> str:
 
         got = files.read(options.file, _MAX_BYTES)  # regular files only: a FIFO is refused, never waited on
         if got.data is None:
-            raise InputError(f"--file {options.file!r}: {got.problem}")
+            raise CannotRun(f"--file {options.file!r}: {got.problem}")
         return got.data.decode("utf-8", "replace")
     if options.text is not None and options.text != "-":
         return options.text
     if options.text is None and sys.stdin.isatty():
-        raise InputError("nothing to explain: give the error text, `-` to read it from standard input, or --file")
+        raise CannotRun("nothing to explain: give the error text, `-` to read it from standard input, or --file")
     return sys.stdin.buffer.read(_MAX_BYTES + 1)[:_MAX_BYTES].decode("utf-8", "replace")
 
 
@@ -68,20 +64,11 @@ def _finding(m: Match) -> Finding:
     return Finding("explain.match", Severity.INFO, title, Lines(lines), evidence, m.remedies)
 
 
-def _no_match() -> Finding:
-    from fa_doctor.knowledge import NO_MATCH
-
-    remedy = Remedy("Test the install itself.", ("fa-doctor check",))
-    return Finding(
-        "explain.no_match", Severity.INFO, "fa-doctor does not recognise this error", NO_MATCH, remedies=(remedy,)
-    )
-
-
 def run(
     options: ExplainOptions, progress: Callable[[str], None] | None = None, pending: TargetProbe | None = None
 ) -> Result:
-    """InputError and TargetError propagate: the CLI maps them to exit code 2."""
-    from fa_doctor.knowledge import explain
+    """CannotRun (no text to explain) and TargetError propagate: the CLI maps them to exit code 2."""
+    from fa_doctor.knowledge import NO_MATCH, explain
 
     text = read_input(options)
     facts = None
@@ -105,6 +92,10 @@ def run(
         else:
             checked = run_checks(facts, derived, check_options)
     matches = tuple(explain(text, facts, options.limit, checked))
-    findings = tuple(_finding(m) for m in matches) or (_no_match(),)
+    remedy = Remedy("Test the install itself.", ("fa-doctor check",))
+    no_match = Finding(
+        "explain.no_match", Severity.INFO, "fa-doctor does not recognise this error", NO_MATCH, remedies=(remedy,)
+    )
+    findings = tuple(_finding(m) for m in matches) or (no_match,)
     payload = ExplainPayload(matches, len(text), facts.target if facts else None)
     return Result("explain", findings, payload)

@@ -9,7 +9,6 @@ from fa_doctor.model.result import CheckPayload, Result
 
 
 def _where(command: str) -> CheckPayload | None:
-    """A check or exec that could not run still says where it ran: a fleet merge lists that node as failing."""
     if command not in ("check", "exec"):
         return None
     from fa_doctor.probes.host import probe
@@ -22,5 +21,5 @@ def error_result(command: str, message: str) -> Result:
 
 
 def interrupted_result(command: str, signum: int) -> Result:
-    name = signal.Signals(signum).name
-    return Result(command=command, error=f"interrupted by {name}", signal=signum, payload=_where(command))
+    error = f"interrupted by {signal.Signals(signum).name}"
+    return Result(command=command, error=error, signal=signum, payload=_where(command))

@@ -11,13 +11,8 @@ from typing import Any
 from fa_doctor.model.result import Result
 
 ENGINES = ("ray",)
-# The check options `fleet` forwards to each node's check, by parameter name: switches, then options with a value.
-# The flag is the name with dashes, but for those renamed here.
-_SWITCHES = ("no_smoke", "smoke_all", "require_gpu", "no_cache", "strict")
-_VALUED = ("python", "attention", "prefill", "decode", "gpus", "gpu_arch", "timeout")
-_FLAG = {key: "--" + key.replace("_", "-") for key in (*_SWITCHES, *_VALUED)}
-_FLAG |= {"smoke_all": "--all", "attention": "--attention-backend", "prefill": "--prefill-attention-backend"}
-_FLAG["decode"] = "--decode-attention-backend"
+# The check options `fleet` forwards to each node's check (when given), by parameter name.
+CHECK_OPTIONS = "no_smoke smoke_all require_gpu no_cache strict python attention prefill decode gpus gpu_arch timeout"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,16 +22,6 @@ class FleetOptions:
     deadline: float = 600.0  # --node-timeout: a node that has not answered by then is unreachable
     check_args: tuple[str, ...] = ()  # the check options, as each node's `fa-doctor check` gets them
     strict: bool = False
-
-
-def check_argv(**kw: Any) -> tuple[str, ...]:
-    """The check options given to `fleet`, as command-line arguments for each node's check."""
-    argv = [_FLAG[key] for key in _SWITCHES if kw.get(key)]
-    for key in _VALUED:
-        if kw.get(key) is not None:
-            value = repr(float(kw[key])) if key == "timeout" else str(kw[key])
-            argv += [_FLAG[key], value]
-    return tuple(argv)
 
 
 def run(options: FleetOptions, progress: Callable[[str], None] | None = None, early: Any = None) -> Result:

@@ -1,12 +1,5 @@
 """What a server launch command will run: its interpreter, the environment it gets and, for SGLang, its
-attention-backend flags.
-
-Read by `exec` (what to check before replacing itself with the command) and by `entry` (which interpreter to
-start probing early). The command is followed the way the kernel and `env` would run it, without running
-anything: `env` (assignments, `-i`, `-u NAME`, `-S "..."`, `-C DIR`, `--`), `#!` lines (Linux passes what
-follows the interpreter as one argument: `#!/usr/bin/env -S python3 -X utf8`), and the interpreter's own options
-(`python -X utf8 -msglang.launch_server`, `-Bm mod`, `-c`). Where the Python cannot be told (a shell script, a
-binary, `uv run`), `problem` says why and `python` is None: the caller must not guess silently.
+attention-backend flags, followed as the kernel and `env` would run it, without running anything (docs/internals.md).
 """
 
 from __future__ import annotations
@@ -21,11 +14,7 @@ from fa_doctor.model.facts import BackendFlags
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?t?)?$")
 _SGLANG_MODULES = ("sglang.launch_server", "sglang.cli.serve")
-_FLAGS = {
-    "--attention-backend": "attention",
-    "--prefill-attention-backend": "prefill",
-    "--decode-attention-backend": "decode",
-}
+_FLAGS = {"--attention-backend": "attention"} | {f"--{k}-attention-backend": k for k in ("prefill", "decode")}
 _SHEBANG_BYTES = 512
 _HOPS = 8  # env, #!, env -S, ... (Linux itself follows at most 4 interpreters)
 _PY_ARG_OPTS = "WX"  # take a value, then parsing goes on
@@ -34,7 +23,9 @@ _ENV_FLAGS = "i0v"
 _ENV_ARG_OPTS = "uCSP"
 _ENV_LONG_FLAGS = ("--ignore-environment", "--null", "--debug", "--list-signal-handling")
 _ENV_LONG_SIGNALS = ("--default-signal", "--ignore-signal", "--block-signal")
-_S_ESCAPES = {"n": "\n", "t": "\t", "f": "\f", "v": "\v", "r": "\r", "#": "#", "$": "$", '"': '"', "'": "'"}
+_ENV_LONG_VALUED = {"--unset": "u", "--chdir": "C", "--split-string": "S"}
+# env -S's \X escapes; \_ is a blank in quotes (outside them it separates words)
+_S_ESCAPES = dict(zip("ntfvr#$\"'\\_", "\n\t\f\v\r#$\"'\\ ", strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,18 +53,12 @@ class _Refused(Exception):
 
 def _backend_flags(args: Sequence[str]) -> BackendFlags:
     found: dict[str, str] = {}
-    i = 0
-    while i < len(args):
-        arg = args[i]
+    words = iter(args)
+    for arg in words:
         name, eq, value = arg.partition("=")
-        if name in _FLAGS:
-            if eq:
-                found[_FLAGS[name]] = value
-            elif i + 1 < len(args):
-                found[_FLAGS[name]] = args[i + 1]
-                i += 1
-        i += 1
-    return BackendFlags(found.get("attention"), found.get("prefill"), found.get("decode"))
+        if name in _FLAGS and (got := value if eq else next(words, None)) is not None:
+            found[_FLAGS[name]] = got
+    return BackendFlags(**found)
 
 
 def _resolve(command: str, state: _State) -> str | None:
@@ -104,8 +89,7 @@ def shebang(path: str) -> tuple[str, str | None] | None:
         return None
     line = head[2:].split(b"\n", 1)[0].decode("utf-8", "surrogateescape").strip(" \t")  # a CR stays, as in Linux
     interpreter, _, rest = line.replace("\t", " ").partition(" ")
-    rest = rest.strip(" ")
-    return (interpreter, rest or None) if interpreter else None
+    return (interpreter, rest.strip(" ") or None) if interpreter else None
 
 
 def split_string(text: str, env: Mapping[str, str]) -> list[str]:
@@ -116,51 +100,39 @@ def split_string(text: str, env: Mapping[str, str]) -> list[str]:
     quote: str | None = None
     i = 0
     while i < len(text):
-        c = text[i]
+        c, n = text[i], text[i + 1 : i + 2]
+        i += 1
         if quote == "'":
             if c == "'":
                 quote = None
-            elif c == "\\" and text[i + 1 : i + 2] in ("\\", "'"):
-                word = (word or "") + text[i + 1]
-                i += 1
+            elif c == "\\" and n in ("\\", "'"):
+                word, i = (word or "") + n, i + 1
             else:
                 word = (word or "") + c
+        elif quote is None and (c in " \t\n\v\f\r" or c + n == "\\_"):  # a blank, or \_: the word ends
+            if word is not None:
+                out.append(word)
+            word, i = None, i + 1 if c == "\\" else i
         elif c == "\\":
-            n = text[i + 1 : i + 2]
-            i += 1
             if n == "c" and quote is None:
                 break
-            if n == "_":
-                if quote is None:
-                    if word is not None:
-                        out.append(word)
-                    word = None
-                else:
-                    word = (word or "") + " "
-            elif n in _S_ESCAPES or n == "\\":
-                word = (word or "") + _S_ESCAPES.get(n, "\\")
-            else:
+            if n not in _S_ESCAPES:
                 raise _Refused(f"env -S: invalid escape \\{n}")
-        elif c == "$" and text[i + 1 : i + 2] == "{":
+            word, i = (word or "") + _S_ESCAPES[n], i + 1
+        elif c == "$" and n == "{":
             end = text.find("}", i)
-            name = text[i + 2 : end] if end > 0 else ""
+            name = text[i + 1 : end] if end > 0 else ""
             if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                 raise _Refused("env -S: a ${NAME} that env cannot expand")
-            word = (word or "") + env.get(name, "")
-            i = end
+            word, i = (word or "") + env.get(name, ""), end + 1
         elif quote is None and c in "'\"":
             quote, word = c, word or ""
         elif quote == '"' and c == '"':
             quote = None
-        elif quote is None and c in " \t\n\v\f\r":
-            if word is not None:
-                out.append(word)
-            word = None
         elif quote is None and c == "#" and word is None:
             break
         else:
             word = (word or "") + c
-        i += 1
     if quote is not None:
         raise _Refused("env -S: no closing quote")
     if word is not None:
@@ -171,63 +143,39 @@ def split_string(text: str, env: Mapping[str, str]) -> list[str]:
 def _follow_env(args: list[str], state: _State) -> list[str]:
     """`env [OPTION]... [NAME=VALUE]... COMMAND`: apply what it changes to `state`; returns COMMAND and its args."""
     ignore, unset, i = False, [], 0
-    while i < len(args):
+    while i < len(args) and args[i].startswith("-"):
         arg = args[i]
+        i += 1
         if arg == "--":
-            i += 1
             break
-        if arg == "-":
-            ignore, i = True, i + 1
-            continue
         if arg.startswith("--"):
             name, eq, value = arg.partition("=")
-            if name in _ENV_LONG_FLAGS:
+            if name in _ENV_LONG_FLAGS or name in _ENV_LONG_SIGNALS:
                 ignore = ignore or name == "--ignore-environment"
-            elif name in _ENV_LONG_SIGNALS:
-                pass
-            elif name in ("--unset", "--chdir", "--split-string"):
-                if not eq:
-                    if i + 1 >= len(args):
-                        raise _Refused(f"env: {name} needs a value")
-                    i, value = i + 1, args[i + 1]
-                if name == "--split-string":
-                    args, i = [*split_string(value, state.env), *args[i + 1 :]], 0
-                    continue
-                if name == "--unset":
-                    unset.append(value)
-                else:
-                    state.cwd = os.path.join(state.cwd, value)
-            else:
-                raise _Refused(f"env: unknown option {arg}")
-            i += 1
-            continue
-        if not arg.startswith("-"):
-            break
-        j, restart = 1, False
-        while j < len(arg):
-            ch = arg[j]
-            if ch in _ENV_FLAGS:
-                ignore = ignore or ch == "i"
-                j += 1
                 continue
+            if name not in _ENV_LONG_VALUED:
+                raise _Refused(f"env: unknown option {arg}")
+            ch, given = _ENV_LONG_VALUED[name], value if eq else None
+        else:
+            rest = arg[1:].lstrip(_ENV_FLAGS)  # flags, then at most one option that takes a value
+            ignore = ignore or arg == "-" or "i" in arg[1 : len(arg) - len(rest)]
+            if not rest:
+                continue
+            ch, given, name = rest[0], rest[1:] or None, "-" + rest[0]
             if ch not in _ENV_ARG_OPTS:
                 raise _Refused(f"env: unknown option -{ch}")
-            value = arg[j + 1 :]
-            if not value:
-                if i + 1 >= len(args):
-                    raise _Refused(f"env: -{ch} needs a value")
-                i, value = i + 1, args[i + 1]
-            if ch == "u":
-                unset.append(value)
-            elif ch == "C":
-                state.cwd = os.path.join(state.cwd, value)
-            elif ch == "S":
-                args, i, restart = [*split_string(value, state.env), *args[i + 1 :]], 0, True
-            elif ch == "P":
-                raise _Refused("env -P (a BSD search path) is not followed")
-            break
-        if not restart:
-            i += 1
+        if given is None:
+            if i >= len(args):
+                raise _Refused(f"env: {name} needs a value")
+            given, i = args[i], i + 1
+        if ch == "u":
+            unset.append(given)
+        elif ch == "C":
+            state.cwd = os.path.join(state.cwd, given)
+        elif ch == "S":
+            args, i = [*split_string(given, state.env), *args[i:]], 0
+        else:
+            raise _Refused("env -P (a BSD search path) is not followed")
     if ignore:
         state.env.clear()
     for name in unset:
@@ -244,44 +192,32 @@ def _follow_env(args: list[str], state: _State) -> list[str]:
 def _python_launch(argv: tuple[str, ...], python: str | None, args: list[str], state: _State) -> Launch:
     """`python [options] (-m MODULE | -c CMD | SCRIPT | -) [args]`, options combined as CPython allows (`-Bm`)."""
 
-    def made(sglang: bool = False, after: Sequence[str] = ()) -> Launch:
+    def made(own: Sequence[str], sglang: bool = False, after: Sequence[str] = ()) -> Launch:  # own: python's options
         flags = _backend_flags(after) if sglang else BackendFlags()
-        own = tuple(args[:start])  # the interpreter's options, each with its value
-        return Launch(argv, python, sglang, flags, dict(state.env), python_flags=own, cwd=state.cwd)
+        return Launch(argv, python, sglang, flags, dict(state.env), python_flags=tuple(own), cwd=state.cwd)
 
     i = start = 0
     while i < len(args):
-        start = i
-        arg = args[i]
+        start, arg = i, args[i]
         if arg == "--" or arg == "-" or not arg.startswith("-"):
-            script_at = i + 1 if arg == "--" else i
-            script = args[script_at] if script_at < len(args) else ""
-            after = args[script_at + 1 :]
-            return made(os.path.basename(script) == "sglang" and after[:1] == ["serve"], after[1:])
+            rest = args[i + 1 :] if arg == "--" else args[i:]  # the script and its arguments
+            serve = bool(rest) and os.path.basename(rest[0]) == "sglang" and rest[1:2] == ["serve"]
+            return made(args[:i], serve, rest[2:])
         if arg.startswith("--"):
             i += 2 if arg in _PY_LONG_WITH_ARG else 1
             continue
-        for j in range(1, len(arg)):
-            ch = arg[j]
-            if ch in "cm" + _PY_ARG_OPTS:
-                inline = arg[j + 1 :]
-                value = inline or (args[i + 1] if i + 1 < len(args) else "")
-                if ch in "cm" and j > 1:  # `-Bm mod`: the options before m are the interpreter's own
-                    args = [*args[:i], arg[:j], arg[j:], *args[i + 1 :]]
-                    i += 1
-                    start = i
-                    inline = arg[j + 1 :]
-                i += 1 if inline else 2
-                if ch == "c":
-                    return made()
-                if ch == "m":
-                    after = args[i:]
-                    serve = value == "sglang" and after[:1] == ["serve"]
-                    return made(value in _SGLANG_MODULES or serve, after[1:] if serve else after)
-                break
-        else:
-            i += 1
-    return made()
+        j = next((j for j, ch in enumerate(arg) if j and ch in "cm" + _PY_ARG_OPTS), 0)  # the one taking a value
+        inline = arg[j + 1 :] if j else ""
+        i += 2 if j and not inline else 1
+        if not j or arg[j] in _PY_ARG_OPTS:
+            continue
+        own = [*args[:start], arg[:j]] if j > 1 else args[:start]  # `-Bm mod`: -B is the interpreter's own
+        if arg[j] == "c":
+            return made(own)
+        value = inline or (args[start + 1] if start + 1 < len(args) else "")
+        serve = value == "sglang" and args[i : i + 1] == ["serve"]
+        return made(own, value in _SGLANG_MODULES or serve, args[i + 1 :] if serve else args[i:])
+    return made(args[:start])
 
 
 def parse_launch(argv: Sequence[str], env: Mapping[str, str], cwd: str | None = None) -> Launch:
