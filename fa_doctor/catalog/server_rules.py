@@ -79,6 +79,15 @@ class DefaultRule:
         return cls(backend, tuple(conds.split()))
 
 
+# SGLang 0.5.23's rule, for an SGLang whose own rule could not be read from its files.
+FALLBACK_DEFAULT = (
+    DefaultRule("fa3", ("hopper", "no-spec")),
+    DefaultRule("trtllm_mha", ("sm100", "no-spec")),
+    DefaultRule("flashinfer", ("flashinfer",)),
+    DefaultRule("triton", ()),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class SglangRules:
     version: str

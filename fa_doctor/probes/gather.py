@@ -22,12 +22,14 @@ _TORCH_PROBE_SECONDS = 60
 def _installed(target: TargetFacts) -> tuple[DistributionScan, TorchBuild | None, SglangFacts | None]:
     from fa_doctor.probes import environment
     from fa_doctor.probes.distributions import scan_distributions
-    from fa_doctor.probes.sglang_source import read_sglang
     from fa_doctor.probes.torch_build import read_torch_build
 
     scan = scan_distributions(target.sys_path)
-    sglang_dist = scan.first("sglang")
-    sglang = read_sglang(sglang_dist, environment.OVERRIDE, scan) if sglang_dist else None
+    sglang = None
+    if sglang_dist := scan.first("sglang"):
+        from fa_doctor.probes.sglang_source import read_sglang
+
+        sglang = read_sglang(sglang_dist, environment.OVERRIDE, scan)
     return scan, read_torch_build(target.sys_path), sglang
 
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 
 from fa_doctor.catalog import knobs as catalog
-from fa_doctor.catalog import names, server_rules
+from fa_doctor.catalog import names
 from fa_doctor.diagnose.checks.override import shown
 from fa_doctor.model.actions import SetEnv, UnsetEnv
 from fa_doctor.model.facts import Facts
@@ -68,6 +68,8 @@ def _sgl_fa3_kernel(facts: Facts, value: str) -> list[Finding]:
 
 
 def _inkling(facts: Facts, value: str) -> list[Finding]:
+    from fa_doctor.catalog import server_rules
+
     name = "SGLANG_INKLING_FA4_USE_PIP"
     make = _maker(name, value, _unset(name, "Unset it: SGLang then uses its vendored FA4."))
     readers = server_rules.sglang_reading(name)
@@ -119,6 +121,8 @@ def _either(values: tuple[int, ...]) -> str:
 
 
 def _vllm_version(facts: Facts, value: str) -> list[Finding]:
+    from fa_doctor.catalog import server_rules
+
     name = "VLLM_FLASH_ATTN_VERSION"
     if (vllm := facts.scan.first(names.VLLM)) is None:
         make = _maker(name, value, _unset(name, "Unset it, or leave it for another environment."), vllm=None)

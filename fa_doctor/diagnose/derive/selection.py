@@ -5,11 +5,14 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
-from fa_doctor.catalog import names, server_rules
-from fa_doctor.catalog.server_rules import PHASES, DefaultRule
+from fa_doctor.catalog import names, releases
 from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.model.facts import Facts
+
+if TYPE_CHECKING:
+    from fa_doctor.catalog.server_rules import DefaultRule
 
 FA_BACKENDS = {"fa3": 3, "fa4": 4}
 # ATTENTION_BACKEND_CHOICES of SGLang 0.5.23 (python/sglang/srt/arg_groups/choices.py, the wheel's file matches
@@ -70,6 +73,8 @@ def _refusals(
     rules = sgl.rules if sgl else None
     if sgl is None or rules is None:
         return [], [], []
+    from fa_doctor.catalog.server_rules import PHASES
+
     backend = f"fa{version}"
     stops: list[str] = []
     some: list[str] = []
@@ -130,6 +135,8 @@ def _implementation(
                     f"and {names.SGLANG_KERNEL} is not installed"
                 )
             elif sgl.rules and sgl.rules.fa4 == "sgl_kernel.flash_attn" and (phase in (None, "decode")):
+                from fa_doctor.catalog import server_rules
+
                 dist = facts.scan.first(*names.SGL_KERNELS)
                 kfacts = server_rules.kernel(dist.version) if dist else None
                 if kfacts and kfacts.fa4_decode:
@@ -160,13 +167,6 @@ _MODEL_ATOMS: dict[str, tuple[bool, str, str]] = {
     "asymmetric-kv": (False, "the model has asymmetric K/V head sizes", "the model's K/V head sizes are equal"),
     "attention-sinks": (False, "the model has attention sinks", "the model has no attention sinks"),
 }
-# SGLang 0.5.23's rule, for an SGLang whose own rule could not be read from its files.
-_FALLBACK_DEFAULT = (
-    DefaultRule("fa3", ("hopper", "no-spec")),
-    DefaultRule("trtllm_mha", ("sm100", "no-spec")),
-    DefaultRule("flashinfer", ("flashinfer",)),
-    DefaultRule("triton", ()),
-)
 
 
 def sglang_default(facts: Facts) -> tuple[str | None, str]:
@@ -175,8 +175,10 @@ def sglang_default(facts: Facts) -> tuple[str | None, str]:
     first = facts.first_capability  # SGLang reads the current device, GPU 0 of what it sees (else --gpu-arch)
     if first is None:
         return None, "no GPU visible: SGLang picks by GPU (fa3 on Hopper with CUDA >= 12.3)"
+    from fa_doctor.catalog.server_rules import FALLBACK_DEFAULT
+
     rules = facts.sglang.rules if facts.sglang else None
-    default = rules.default if rules and rules.default else _FALLBACK_DEFAULT
+    default = rules.default if rules and rules.default else FALLBACK_DEFAULT
     archs = ", ".join(rules.fa3_archs) if rules else ""
     major, _ = first
     cuda = facts.torch_cuda
@@ -307,7 +309,7 @@ def select(facts: Facts, states: dict[str, ImplState], override: int | None) -> 
 
 def _knowledge(facts: Facts) -> tuple[str, str]:
     """(the catalog's date, where the installed SGLang's rules were read)."""
-    date = server_rules.generated_on()
+    date = releases.GENERATED_ON  # regen_catalog.py writes releases.py and servers.py together
     if (sgl := facts.sglang) is None:
         return date, ""
     if sgl.source == "catalog" and sgl.rules is not None:
