@@ -27,7 +27,7 @@ from fa_doctor.diagnose.derive import derive
 from fa_doctor.diagnose.plan.planner import plan
 from fa_doctor.fix.apply import apply
 from fa_doctor.model import intents as I
-from fa_doctor.model.actions import Action, MovePath, PipInstall, PipUninstall, move_aside
+from fa_doctor.model.actions import Action, MovePath, PipInstall, PipUninstall, move_aside, runnable
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.options import CheckOptions
@@ -225,7 +225,6 @@ def _synthetic(facts: Facts, env: FakeEnv) -> list[Finding]:
 @settings(max_examples=30, deadline=None)
 @given(s=SCENARIOS)
 def test_property_the_planner_marks_as_doable_exactly_what_apply_proves(venv: FakeEnv, s: dict[str, object]) -> None:
-    from fa_doctor.diagnose.plan import feasible  # the one rule both call
     from fa_doctor.fix import proofs
 
     _install(venv, s)
@@ -248,7 +247,7 @@ def test_property_the_planner_marks_as_doable_exactly_what_apply_proves(venv: Fa
 
         for finding in findings:
             for remedy in finding.remedies:
-                steps = [a for a in remedy.actions if feasible.runnable(a)]
+                steps = [a for a in remedy.actions if runnable(a)]
                 verdicts = [apply_refuses(a, remedy.replaces_torch) for a in steps]
                 # the mark and the prover agree, both ways
                 assert bool(remedy.refused) == any(verdicts), (finding.id, remedy.refused, verdicts)

@@ -13,7 +13,7 @@ from fakeenv import H200, FakeEnv
 from fa_doctor.diagnose.checks import remedies, unmet
 from fa_doctor.diagnose.derive.requires import requires
 from fa_doctor.diagnose.plan import recipes
-from fa_doctor.diagnose.plan.planner import expand
+from fa_doctor.diagnose.plan.expand import expand
 from fa_doctor.diagnose.plan.torch import torch_channel
 from fa_doctor.model import actions as A
 from fa_doctor.model.finding import Finding, Remedy, Severity

@@ -28,7 +28,6 @@ def _load_what_follows() -> None:
     from fa_doctor.catalog import ecosystem, releases  # noqa: F401
     from fa_doctor.diagnose.checks import binary, choice, gpu, knobs, override, packages  # noqa: F401
     from fa_doctor.diagnose.derive import inventory, pin, requires, selection  # noqa: F401
-    from fa_doctor.diagnose.plan import planner  # noqa: F401
     from fa_doctor.probes import distributions, extensions  # noqa: F401
 
 
@@ -60,7 +59,6 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
     from fa_doctor.diagnose.checks import node
     from fa_doctor.diagnose.checks.target import check_target
     from fa_doctor.diagnose.derive import derive
-    from fa_doctor.diagnose.plan.planner import plan
     from fa_doctor.probes.gather import gather
     from fa_doctor.probes.host import probe as probe_host
 
@@ -99,7 +97,10 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
         findings += more
         timings["smoke"] = time.perf_counter() - t0
     try:  # the planner, after every check: intents become actions for this machine; contained like a check
-        findings = plan(findings, facts, options.target_args)
+        if any(f.remedies for f in findings):  # else nothing to plan (and the planner's modules stay unloaded)
+            from fa_doctor.diagnose.plan.planner import plan
+
+            findings = plan(findings, facts, options.target_args)
     except Exception as exc:
         findings.append(crash_finding("plan", exc))
     timings["total"] = time.perf_counter() - start

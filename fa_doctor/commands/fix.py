@@ -91,7 +91,7 @@ def _choose(
     actions fa-doctor can carry out (the planner did not mark it refused; one that replaces torch only with
     `allow_torch_change`); a repair two findings share runs once. Also, for each step, the repair it belongs to
     (a finding's id; findings that share a step are one repair): `fix --apply` holds back a refused one only."""
-    from fa_doctor.diagnose.plan.feasible import runnable
+    from fa_doctor.model.actions import runnable
 
     steps: list[PlanStep] = []
     owner: dict[object, int] = {}  # action -> index of the step that runs it

@@ -19,7 +19,7 @@ from fa_doctor.fix import journal as J
 from fa_doctor.fix import proofs, stale
 from fa_doctor.fix.proofs import NETWORK, Failed, Inventory, Refused, forget_listings
 from fa_doctor.fix.stale import Leftover
-from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall
+from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall, runnable
 from fa_doctor.model.install import Distribution
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.process import children, interrupt, proc
@@ -91,8 +91,8 @@ def apply(
     only. `groups[i]` names the repair `actions[i]` belongs to: a refused step holds back its own group only.
     Never raises for a failing step, nor for SIGINT/SIGTERM/SIGHUP: they come back in the result."""
     group_of = list(groups) if groups is not None else [0] * len(actions)  # zip(strict=True): one per action
-    manual = tuple(a for a in actions if not feasible.runnable(a))
-    pairs = [(a, g) for a, g in zip(actions, group_of, strict=True) if feasible.runnable(a)]
+    manual = tuple(a for a in actions if not runnable(a))
+    pairs = [(a, g) for a, g in zip(actions, group_of, strict=True) if runnable(a)]
     if not pairs:
         return ApplyResult((), None, (), manual, state="nothing was changed", dry_run=dry_run)
     workdir = tempfile.mkdtemp(prefix=stale.PREFIX)  # 0700, ours alone

@@ -109,7 +109,7 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 def _general(remedy: Remedy, facts: Facts | None) -> tuple[Remedy, ...]:
     """An entry's remedy for the target: its intent planned, its plain commands as RunCommand actions (so
     `explain` prints what `check` would, quoted the same way); a command that needs the shell stays text."""
-    from fa_doctor.diagnose.plan.planner import expand
+    from fa_doctor.diagnose.plan.expand import expand
 
     python = facts.target.executable if facts is not None else None
     quoted = shlex.quote(python) if python else "python"
@@ -150,7 +150,7 @@ def _exact(entry: Entry, extracted: Mapping[str, str], facts: Facts) -> tuple[Re
         caps = ", ".join(f"{a}.{b}" for a, b in facts.capabilities)
         out.append(Remedy(f"The target's GPUs have compute capability {caps}.", (_GPU_ARCH,)))
     if entry.reinstall:
-        from fa_doctor.diagnose.plan.planner import expand
+        from fa_doctor.diagnose.plan.expand import expand
         from fa_doctor.model.intents import Install
 
         out.extend(expand(Remedy("", intent=Install(entry.reinstall)), facts))

@@ -242,6 +242,11 @@ def to_dict(action: Action) -> dict[str, Any]:
     return out
 
 
+def runnable(action: Action) -> bool:
+    """A repair a child process can carry out (a variable of the calling shell and a diagnostic are the user's)."""
+    return not isinstance(action, (SetEnv, UnsetEnv, RunCommand))
+
+
 @dataclass(frozen=True, slots=True)
 class Invocation:
     """How `fix --apply` runs a command action: no shell, the pins on stdin, the extra variables merged."""

@@ -16,7 +16,6 @@ from fa_doctor.diagnose.derive.inventory import ImplState
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.install import Extension
-from fa_doctor.model.intents import Rebuild
 from fa_doctor.model.lines import Lines
 from fa_doctor.probes.extensions import find_extensions, find_library, library_dirs, torch_libraries
 
@@ -140,6 +139,8 @@ class _Check:
             pin = (remedies.auto_detect(self.facts),) if remedies.pinned(self.facts) else ()
             return pin + remedies.reinstall(self.facts, "fa4")
         if ext.impl == "fa2":
+            from fa_doctor.model.intents import Rebuild
+
             text = f"(2) Build flash-attn here with kernels for {major}.x (FLASH_ATTN_CUDA_ARCHS picks the targets)."
             env = (("FLASH_ATTENTION_FORCE_BUILD", "TRUE"), ("FLASH_ATTN_CUDA_ARCHS", f"{major}0"))
             return (remedies.planned(Rebuild(FLASH_ATTN, text, env, from_source=True)),)

@@ -8,7 +8,6 @@ from fa_doctor.diagnose.checks import remedies
 from fa_doctor.diagnose.contain import collected
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
-from fa_doctor.model.intents import CudaTorch, InstallTorch
 
 
 @collected
@@ -86,6 +85,8 @@ def check_gpus(facts: Facts, require_gpu: bool = False, static_only: bool = Fals
 @collected
 def check_torch(facts: Facts) -> Iterator[Finding]:
     if (torch := facts.torch) is None:
+        from fa_doctor.model.intents import InstallTorch  # here: a healthy check builds no remedy
+
         yield Finding(
             "torch.missing",
             Severity.FAIL,
@@ -95,6 +96,8 @@ def check_torch(facts: Facts) -> Iterator[Finding]:
             (remedies.planned(InstallTorch()),),
         )
     elif not torch.cuda:
+        from fa_doctor.model.intents import CudaTorch
+
         yield Finding(
             "torch.cpu_build",
             Severity.FAIL if facts.gpus.devices else Severity.INFO,

@@ -16,7 +16,6 @@ from fa_doctor.model.actions import Action, move_aside
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.install import Distribution, ModuleSpot
-from fa_doctor.model.intents import ReinstallOwners, Satisfy
 
 # Requirements that break imports when wrong (torch pins of compiled builds, the FA4 runtime).
 _CHECKED_REQUIREMENTS: dict[str, tuple[str, ...] | None] = {
@@ -104,6 +103,10 @@ def conflicts(facts: Facts) -> list[Finding]:
     for path, dists in owners.items():
         if len(set(dists)) > 1:
             by_pair[tuple(sorted(set(dists)))].append(path)
+    if not by_pair:
+        return []
+    from fa_doctor.model.intents import ReinstallOwners  # here: a healthy check builds no remedy
+
     return [
         Finding(
             "package.conflict",
@@ -228,6 +231,8 @@ def requirements(facts: Facts) -> Iterator[Finding]:
             continue
         if not (unmet := unmet_requirements(dist, facts, _CHECKED_REQUIREMENTS[dist.normalized])):
             continue
+        from fa_doctor.model.intents import Satisfy
+
         torch_pin = any(name_of(r) == "torch" for r, _ in unmet)
         missing = any(have == "not installed" for _, have in unmet)
         # The FA package behind the distribution, reinstalled (a server's own reinstall is not the remedy).

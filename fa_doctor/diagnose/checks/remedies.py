@@ -3,11 +3,15 @@ package (intents the planner writes), (3) let auto-detection pick."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fa_doctor.model.actions import Action, RunCommand, UnsetEnv
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
-from fa_doctor.model.intents import Install, Intent, Override
 from fa_doctor.probes.environment import OVERRIDE
+
+if TYPE_CHECKING:  # intents load with the first remedy: a healthy check builds none
+    from fa_doctor.model.intents import Intent
 
 
 def planned(intent: Intent, text: str = "") -> Remedy:
@@ -22,11 +26,15 @@ def run(text: str, *argvs: tuple[str, ...]) -> Remedy:
 
 def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
     """Remedy (2) for one implementation key (the planner writes it for this torch/CUDA/GPU)."""
+    from fa_doctor.model.intents import Install
+
     del facts  # the planner reads them
     return (planned(Install(key)),)
 
 
 def reinstall_first(key: str) -> Remedy:
+    from fa_doctor.model.intents import Install
+
     return planned(Install(key, first=True))
 
 
@@ -37,6 +45,8 @@ def pinned(facts: Facts) -> bool:
 
 def unset_override(valid: int | None = None) -> Remedy:
     """Remedy (1): unset the override; with `valid`, setting it to that version is a second remedy (plan/pin.py)."""
+    from fa_doctor.model.intents import Override
+
     return planned(Override(valid))
 
 

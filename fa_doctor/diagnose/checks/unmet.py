@@ -9,7 +9,6 @@ from fa_doctor.catalog.names import MODULE_OWNERS
 from fa_doctor.diagnose.derive.requires import installed, name_of, requires, server
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
-from fa_doctor.model.intents import Install, Satisfy
 
 
 def distribution_for_module(module: str) -> str:
@@ -21,6 +20,7 @@ def for_problem(facts: Facts, key: str, problem: object) -> tuple[Remedy, ...]:
     """The reinstall for a smoke-test failure, unless a missing module belongs to another distribution's
     unmet requirements (sglang's `orjson`): then that distribution's requirements are the remedy."""
     from fa_doctor.diagnose.derive.inventory import unmet_requirements
+    from fa_doctor.model.intents import Install, Satisfy
 
     evidence = getattr(problem, "evidence", None) or {}
     module = str(evidence.get("module", "")) if getattr(problem, "cause", None) == "module_missing" else ""

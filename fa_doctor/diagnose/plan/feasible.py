@@ -48,11 +48,6 @@ class Ground:
     twice: frozenset[tuple[str, int]] = frozenset()  # (name, copies) of names with more than one copy on the path
 
 
-def runnable(action: Action) -> bool:
-    """A repair a child process can carry out (a variable of the calling shell and a diagnostic are the user's)."""
-    return not isinstance(action, (SetEnv, UnsetEnv, RunCommand))
-
-
 def refusal(
     action: Action, ground: Ground, *, torch_move: bool = False, allow_torch_change: bool = False
 ) -> str | None:
