@@ -14,6 +14,7 @@ import typer
 from fa_doctor.render.base import FORMATS
 from fa_doctor.render.shell import SHELLS
 
+ENGINES = ("ray",)  # what `fleet ENGINE` runs checks through
 TIMEOUT_DEFAULT = 300.0  # --timeout of check, exec, fix and fleet; fix's own --timeout says more
 
 

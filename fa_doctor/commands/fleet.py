@@ -10,7 +10,6 @@ from typing import Any
 
 from fa_doctor.model.result import Result
 
-ENGINES = ("ray",)
 # The check options `fleet` forwards to each node's check (when given), by parameter name.
 CHECK_OPTIONS = "no_smoke smoke_all require_gpu no_cache strict python attention prefill decode gpus gpu_arch timeout"
 

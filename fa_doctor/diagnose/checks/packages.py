@@ -62,8 +62,9 @@ def freshness(facts: Facts) -> Iterator[Finding]:
     newer = []
     for name in _TRACKED:
         have = installed(facts, name)
-        newest = ecosystem.latest(name, pre=True) if ecosystem.known(name) else None
-        if have is None or newest is None or ecosystem.exists(name, have):
+        if have is None or not ecosystem.known(name) or ecosystem.exists(name, have):
+            continue  # a release the catalog holds (its newest is looked up only for one it does not)
+        if (newest := ecosystem.latest(name, pre=True)) is None:
             continue
         try:
             if Version(have.split("+", 1)[0]) > Version(newest):
