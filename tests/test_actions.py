@@ -154,7 +154,7 @@ def test_invalid_actions_are_refused(bad: object) -> None:
 
 
 def test_fish_quoting() -> None:
-    q = A.Shell.FISH
+    q = S.Shell.FISH
     assert S.quote("plain-1.0", q) == "plain-1.0"
     assert S.quote("it's $(x)", q) == "'it\\'s $(x)'"
     assert S.quote("a\\b", q) == "'a\\\\b'"
@@ -169,7 +169,7 @@ def test_fish_quoting() -> None:
 
 
 def test_powershell_quoting() -> None:
-    q = A.Shell.POWERSHELL
+    q = S.Shell.POWERSHELL
     assert S.quote("a'b\u2019c", q) == "'a''b\u2019\u2019c'"
     assert S.quote("$(x) `y`", q) == "'$(x) `y`'"
     assert S.render(A.SetEnv("X", "1"), q) == "$env:X = '1'"
@@ -206,7 +206,7 @@ def test_describe_and_dict_cover_every_kind() -> None:
         assert d["kind"] == A.KINDS[type(action)]
         json.dumps(d)
         assert S.describe(action)
-        for shell in A.Shell:
+        for shell in S.Shell:
             assert S.render(action, shell)
     assert A.to_dict(every[2])["env"] == {"MAX_JOBS": "4"}
     assert S.render(every[6]) == "fa-doctor fix --unset-override --set 3 --env-file /etc/x.env"

@@ -6,26 +6,13 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, fields
-from enum import Enum
-from typing import Any, Union, get_args
+from typing import Any, Union, cast, get_args
 
 from fa_doctor.catalog.knobs import OVERRIDE
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # pip reads a constraints file; the printed command streams the pins through stdin so it stays one line.
 CONSTRAINTS_STDIN = "/dev/stdin"
-
-
-class Shell(str, Enum):
-    BASH = "bash"
-    ZSH = "zsh"
-    SH = "sh"
-    FISH = "fish"
-    POWERSHELL = "powershell"
-
-    @property
-    def posix(self) -> bool:
-        return self in (Shell.BASH, Shell.ZSH, Shell.SH)
 
 
 def _name(name: str) -> None:
@@ -53,8 +40,17 @@ def _absolute(path: str, what: str) -> str:
     return posixpath.normpath(path)
 
 
+class _Step:
+    """What every action has: its JSON form (its kind and fields), which a renderer asks for with `to_dict()`."""
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(cast("Action", self))
+
+
 @dataclass(frozen=True, slots=True)
-class SetEnv:
+class SetEnv(_Step):
     """Set a variable in the current shell (for the server started from it)."""
 
     name: str
@@ -66,7 +62,7 @@ class SetEnv:
 
 
 @dataclass(frozen=True, slots=True)
-class UnsetEnv:
+class UnsetEnv(_Step):
     name: str
 
     def __post_init__(self) -> None:
@@ -74,7 +70,7 @@ class UnsetEnv:
 
 
 @dataclass(frozen=True, slots=True)
-class PipInstall:
+class PipInstall(_Step):
     """`<python> -m pip install [options] [-c constraints] requirements`; `constraints` (the server's pins) go to pip
     as a constraints file, so the resolver may not move them; `env` is for this command only (`MAX_JOBS`)."""
 
@@ -105,7 +101,7 @@ class PipInstall:
 
 
 @dataclass(frozen=True, slots=True)
-class PipUninstall:
+class PipUninstall(_Step):
     python: str
     names: tuple[str, ...]
 
@@ -121,7 +117,7 @@ class PipUninstall:
 
 
 @dataclass(frozen=True, slots=True)
-class MovePath:
+class MovePath(_Step):
     """Move a stray folder or file aside to a named backup, never delete it. The path must lie strictly inside
     `root` (the site folder or working directory the finding is about), never the root itself or above it."""
 
@@ -154,7 +150,7 @@ def move_aside(path: str, root: str) -> MovePath:
 
 
 @dataclass(frozen=True, slots=True)
-class RunCommand:
+class RunCommand(_Step):
     """Any other command, as argv (`nvidia-smi`, `fa-doctor check`, `python -c ...`)."""
 
     argv: tuple[str, ...]
@@ -166,7 +162,7 @@ class RunCommand:
 
 
 @dataclass(frozen=True, slots=True)
-class EditFile:
+class EditFile(_Step):
     """Remove a variable's line from a file (`value` None) or rewrite it to `value`: done by `fa-doctor fix`."""
 
     path: str
@@ -194,7 +190,7 @@ CLONE_DIR = "src"  # the checkout's name inside the fresh temporary folder
 
 
 @dataclass(frozen=True, slots=True)
-class BuildFromClone:
+class BuildFromClone(_Step):
     """Build and install `subdir` of a fresh shallow clone of `repo` in a temporary folder only this run owns
     (`mktemp -d`, 0700, the working directory): no file of the caller's directory (a planted `setup.py`) is read."""
 

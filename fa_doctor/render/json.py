@@ -13,8 +13,6 @@ from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from fa_doctor import __version__
-from fa_doctor.model.actions import KINDS
-from fa_doctor.model.actions import to_dict as action_dict
 from fa_doctor.model.finding import Finding
 from fa_doctor.model.result import SCHEMA, DeviceSmoke, PackageRow, Result
 from fa_doctor.render.base import Renderer
@@ -44,8 +42,6 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return {**jsonable(value.dist, depth + 1), "family": value.family}
     if isinstance(value, DeviceSmoke):
         return {"device": jsonable(value.device, depth + 1), **jsonable(value.result, depth + 1)}
-    if type(value) in KINDS:
-        return jsonable(action_dict(value), depth + 1)
     if isinstance(value, Finding):
         return jsonable(finding_dict(value), depth + 1)  # its remedies with their shell lines and fix command
     if callable(to_dict := getattr(value, "to_dict", None)) and not isinstance(value, type):

@@ -5,25 +5,30 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from fa_doctor.catalog.knobs import OVERRIDE
-from fa_doctor.model.actions import (
-    Action,
-    BuildFromClone,
-    EditFile,
-    MovePath,
-    PipInstall,
-    PipUninstall,
-    RunCommand,
-    SetEnv,
-    Shell,
-    UnsetEnv,
-    to_dict,
-)
 from fa_doctor.model.finding import Finding, Remedy
 
+if TYPE_CHECKING:  # the actions load with the first remedy: a healthy report has none
+    from fa_doctor.model.actions import Action, BuildFromClone, PipInstall, SetEnv, UnsetEnv
+
 _FISH_SAFE = re.compile(r"[A-Za-z0-9_@+=:,./-]+\Z")
+
+
+class Shell(str, Enum):
+    BASH = "bash"
+    ZSH = "zsh"
+    SH = "sh"
+    FISH = "fish"
+    POWERSHELL = "powershell"
+
+    @property
+    def posix(self) -> bool:
+        return self in (Shell.BASH, Shell.ZSH, Shell.SH)
+
+
 SHELLS = tuple(s.value for s in Shell)
 VALID_SET = (2, 3, 4)  # `fix --unset-override --set N`: the override's valid values
 
@@ -53,6 +58,8 @@ def _join(argv: tuple[str, ...], shell: Shell) -> str:
 
 def render(action: Action, shell: Shell | str = Shell.BASH) -> str:
     """The one line to paste into `shell` for this action."""
+    from fa_doctor.model.actions import BuildFromClone, MovePath, PipInstall, SetEnv, UnsetEnv
+
     shell = Shell(shell)
     if isinstance(action, UnsetEnv):
         name = action.name
@@ -103,6 +110,8 @@ def _render_build(action: BuildFromClone, shell: Shell) -> str:
 
 def describe(action: Action) -> str:
     """One plain sentence for `fix --plan` (values shown with repr, so odd characters stay visible)."""
+    from fa_doctor.model.actions import BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall, SetEnv, UnsetEnv
+
     if isinstance(action, SetEnv):
         return f"Set {action.name} to {action.value!r} in this shell"
     if isinstance(action, UnsetEnv):
@@ -140,6 +149,8 @@ def fix_command(remedy: Remedy, finding_id: str) -> str | None:
     planner found fa-doctor cannot carry it out here (`remedy.refused`: `fix --apply` would refuse it)."""
     if finding_id.startswith("explain."):
         return None  # `fix` applies what `check` finds; a pasted error is not a finding of this machine
+    from fa_doctor.model.actions import RunCommand, SetEnv, UnsetEnv
+
     steps = [a for a in remedy.actions if not isinstance(a, RunCommand)]  # a command to run diagnoses
     if not steps or remedy.refused:
         return None
@@ -157,6 +168,8 @@ def fix_command(remedy: Remedy, finding_id: str) -> str | None:
 
 
 def remedy_dict(remedy: Remedy, finding_id: str | None = None) -> dict[str, Any]:
+    from fa_doctor.model.actions import to_dict
+
     out: dict[str, Any] = {"text": remedy.text, "commands": list(remedy_lines(remedy))}
     out |= {"actions": [to_dict(a) for a in remedy.actions], "replaces_torch": remedy.replaces_torch}
     if finding_id is not None:
@@ -185,6 +198,8 @@ def override_code(shell: str, set_value: int | None) -> str:
     shell or a value other than the ints 2, 3, 4 (not a bool, not "3": no text of the caller's reaches shell code)."""
     if shell not in SHELLS:
         raise ValueError(f"unknown shell {shell!r}: expected one of {', '.join(SHELLS)}")
+    from fa_doctor.model.actions import SetEnv, UnsetEnv
+
     if set_value is None:
         action: SetEnv | UnsetEnv = UnsetEnv(OVERRIDE)
     elif type(set_value) is int and set_value in VALID_SET:

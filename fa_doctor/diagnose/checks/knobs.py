@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator, Mapping
 from fa_doctor.catalog import knobs as catalog
 from fa_doctor.catalog import names
 from fa_doctor.diagnose.checks.override import shown
-from fa_doctor.model.actions import SetEnv, UnsetEnv
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.probes.files import creatable
@@ -22,6 +21,8 @@ Make = Callable[..., list[Finding]]
 
 
 def _unset(name: str, text: str) -> Remedy:
+    from fa_doctor.model.actions import UnsetEnv  # here: a healthy check builds no remedy
+
     return Remedy(text, actions=(UnsetEnv(name),))
 
 
@@ -291,6 +292,8 @@ def _dsl_arch(facts: Facts, value: str) -> list[Finding]:
 
 
 def _triton_amd(facts: Facts, value: str) -> list[Finding]:
+    from fa_doctor.model.actions import SetEnv  # set only with the knob: a healthy check has none
+
     name = "FLASH_ATTENTION_TRITON_AMD_ENABLE"
     nvidia = bool(facts.gpus.devices)
     make = _maker(name, value, _unset(name, "Unset it on NVIDIA machines."))
@@ -354,6 +357,8 @@ def _fa4_cache(env: Mapping[str, str]) -> Iterator[Finding]:
             evidence,
         )
     elif not (folder and creatable(folder)):
+        from fa_doctor.model.actions import UnsetEnv
+
         yield Finding(
             "knob.invalid",
             Severity.FAIL,

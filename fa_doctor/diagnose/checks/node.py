@@ -7,7 +7,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
 from fa_doctor.diagnose.contain import collected
-from fa_doctor.model.actions import RunCommand, SetEnv
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.machine import GpuDevice
@@ -41,6 +40,8 @@ def check_node(facts: Facts, missing: Sequence[int], visible: Sequence[int]) -> 
     if len(kinds) > 1:
         groups = [{"name": n, "capability": c, "gpus": idx} for (n, c), idx in kinds.items()]
         largest = ",".join(str(i) for i in max(kinds.values(), key=len))
+        from fa_doctor.model.actions import SetEnv  # here: a healthy check builds no remedy
+
         text = "; ".join(f"GPU {','.join(map(str, g['gpus']))}: {g['name']} (cc {g['capability']})" for g in groups)
         yield Finding(
             "gpu.mixed",
@@ -63,6 +64,8 @@ def compare_smoke(key: str, per_device: Sequence[tuple[GpuDevice, str]]) -> Iter
     """Per-device smoke statuses of one implementation: they must all agree."""
     if len({status for _, status in per_device}) < 2:
         return
+    from fa_doctor.model.actions import RunCommand, SetEnv
+
     bad = [(d, s) for d, s in per_device if s != "passed"]
     good = [d.index for d, s in per_device if s == "passed"]
     yield Finding(

@@ -12,7 +12,6 @@ from fa_doctor.diagnose.checks import remedies
 from fa_doctor.diagnose.contain import collected
 from fa_doctor.diagnose.derive.inventory import ImplState, inside, owner_roots, unmet_requirements
 from fa_doctor.diagnose.derive.requires import installed, name_of
-from fa_doctor.model.actions import Action, move_aside
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.install import Distribution, ModuleSpot
@@ -192,6 +191,8 @@ def _owns(dist: Distribution, name: str, origin: str) -> bool:
 
 def _move_stray(name: str, kind: str, origin: str, search: tuple[str, ...], entry: str | None) -> tuple[Remedy, ...]:
     """Move the module itself (the package folder, or the one file) aside, checked to lie inside its path entry."""
+    from fa_doctor.model.actions import move_aside  # here: a healthy check builds no remedy
+
     text = "Move the stray copy aside (nothing is deleted; or run from another directory), then reinstall the package "
     try:
         if kind in ("package", "namespace"):
@@ -266,6 +267,8 @@ def requirements(facts: Facts) -> Iterator[Finding]:
 def _move_shadowed(facts: Facts, name: str) -> tuple[Remedy, ...]:
     """Move the metadata of every shadowed copy aside, by its path: pip and fa-doctor then see one copy, and the
     copy the server imports is never touched (`pip uninstall NAME` would remove the first one, the server's)."""
+    from fa_doctor.model.actions import Action, move_aside
+
     moves: list[Action] = []
     for dist in facts.scan.named(name)[1:]:
         try:

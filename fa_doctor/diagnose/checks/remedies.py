@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fa_doctor.model.actions import Action, RunCommand, UnsetEnv
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
 from fa_doctor.probes.environment import OVERRIDE
 
 if TYPE_CHECKING:  # intents load with the first remedy: a healthy check builds none
+    from fa_doctor.model.actions import Action
     from fa_doctor.model.intents import Intent
 
 
@@ -21,6 +21,8 @@ def planned(intent: Intent, text: str = "") -> Remedy:
 
 def run(text: str, *argvs: tuple[str, ...]) -> Remedy:
     """A remedy whose actions are commands to run and read."""
+    from fa_doctor.model.actions import RunCommand
+
     return Remedy(text, actions=tuple(RunCommand(a) for a in argvs))
 
 
@@ -52,6 +54,8 @@ def unset_override(valid: int | None = None) -> Remedy:
 
 def auto_detect(facts: Facts | None = None) -> Remedy:
     """Remedy (3); callers offer it only when `pinned(facts)`."""
+    from fa_doctor.model.actions import RunCommand, UnsetEnv
+
     unset: tuple[Action, ...] = (UnsetEnv(OVERRIDE),) if facts is None or OVERRIDE in facts.env else ()
     return Remedy(
         f"(3) Remove the pin and let auto-detection choose: drop {OVERRIDE} and any "
