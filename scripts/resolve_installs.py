@@ -105,7 +105,7 @@ def _facts(server: str, torch: str, python: str) -> Any:
 
 def printed(server: str, torch: str, python: str) -> list[Printed]:
     """The `pip install` lines fa-doctor prints for this set-up."""
-    from fa_doctor.diagnose.plan import planner, recipes
+    from fa_doctor.diagnose.plan import recipes
     from fa_doctor.model import intents
     from fa_doctor.model.actions import PipInstall
 
@@ -121,7 +121,7 @@ def printed(server: str, torch: str, python: str) -> list[Printed]:
     pin = re.search(r"^torch==([^\s;,]+)$", "\n".join(facts.scan.first("sglang").requires), re.M)
     if pin and pin.group(1) != torch:
         unmet = ((f"torch=={pin.group(1)}", torch),)
-        for r in planner.satisfy(facts, intents.Satisfy("sglang", unmet)):
+        for r in recipes.satisfy(facts, intents.Satisfy("sglang", unmet)):
             remedies.append(("move-torch" if r.replaces_torch else "keep-torch", r))
     out = []
     for what, remedy in remedies:

@@ -23,7 +23,7 @@ from fa_doctor.catalog import releases
 from fa_doctor.commands.check import run_checks
 from fa_doctor.diagnose.checks.knobs import check_knobs
 from fa_doctor.diagnose.derive import derive
-from fa_doctor.diagnose.plan import planner, recipes
+from fa_doctor.diagnose.plan import recipes
 from fa_doctor.model.actions import PipInstall
 from fa_doctor.model.facts import BackendFlags
 from fa_doctor.model.finding import Finding, Severity
@@ -236,9 +236,9 @@ def test_keep_torch_alternative_honours_requires_python(fenv: FakeEnv) -> None:
     fenv.dist("sglang", "0.5.21", {"sglang/__init__.py": ""}, metadata=_metadata("0.5.21"))
     facts = gather_facts(fenv)
     py310 = vary(facts, target=dataclasses.replace(facts.target, version=(3, 10, 14)))
-    texts = [r.text for r in planner.alternatives(py310, "sglang", "torch==2.13.0", [])]
+    texts = [r.text for r in recipes.alternatives(py310, "sglang", "torch==2.13.0", [])]
     assert not any("sglang==0.5.2" in t for t in texts) and any("No sglang release" in t for t in texts)
-    texts = [r.text for r in planner.alternatives(facts, "sglang", "torch==2.13.0", [])]
+    texts = [r.text for r in recipes.alternatives(facts, "sglang", "torch==2.13.0", [])]
     assert any("install sglang==0.5.23" in t for t in texts)
 
 

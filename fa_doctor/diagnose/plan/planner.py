@@ -11,7 +11,7 @@ from fa_doctor.catalog.families import family_of
 from fa_doctor.catalog.knobs import OVERRIDE
 from fa_doctor.diagnose.derive.requires import installed, name_of, requirement
 from fa_doctor.diagnose.plan import feasible, recipes
-from fa_doctor.diagnose.plan.recipes import Unheld, alternatives, pip_install, reinstall_same, satisfy
+from fa_doctor.diagnose.plan.recipes import Unheld, pip_install, reinstall_same, satisfy
 from fa_doctor.diagnose.plan.torch import cuda_torch, install_torch
 from fa_doctor.model import intents as I
 from fa_doctor.model.actions import RunCommand, SetEnv, UnsetEnv
@@ -173,5 +173,3 @@ def _owners(facts: Facts, owners: tuple[str, ...]) -> Remedy:
         actions=tuple(reinstall_same(facts, f"{n}=={v}") for n, v in specs),
     )
 
-
-__all__ = ["alternatives", "expand", "mark", "plan", "satisfy", "unique"]
