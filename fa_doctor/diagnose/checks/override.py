@@ -101,7 +101,7 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
     }
     if problems or state is None:  # implementation_for gives no state only with a reason
         # Never the pinned version itself: best_valid returns only versions without problems.
-        again = remedies.reinstall(facts, state.impl.key) if state is not None and not state.importable else ()
+        again = remedies.reinstall(state.impl.key) if state is not None and not state.importable else ()
         fixes = (remedies.unset_override(best_valid(facts, states)), *again, remedies.auto_detect())
         return [
             Finding(

@@ -137,7 +137,7 @@ def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> Iterator[
                     "location": dist.location,
                     "reasons": list(state.broken),
                 },
-                remedies.reinstall(facts, state.impl.key),
+                remedies.reinstall(state.impl.key),
             )
         if state.shadowed:
             yield Finding(
@@ -158,7 +158,7 @@ def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> Iterator[
                         "(check PYTHONPATH and user site-packages).",
                         ("printenv", "PYTHONPATH"),
                     ),
-                    *remedies.reinstall(facts, state.impl.key),
+                    *remedies.reinstall(state.impl.key),
                 ),
             )
 
@@ -252,7 +252,7 @@ def requirements(facts: Facts) -> Iterator[Finding]:
             },
             (
                 remedies.planned(Satisfy(dist.name, tuple(unmet))),
-                *(remedies.reinstall(facts, key) if key and dist.normalized not in names.SERVERS else ()),
+                *(remedies.reinstall(key) if key and dist.normalized not in names.SERVERS else ()),
             ),
         )
 

@@ -20,19 +20,13 @@ def run(text: str, *argvs: tuple[str, ...]) -> Remedy:
     return Remedy(text, actions=tuple(RunCommand(a) for a in argvs))
 
 
-def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
+def reinstall(key: str) -> tuple[Remedy, ...]:
     """Remedy (2) for one implementation key (the planner writes it for this torch/CUDA/GPU)."""
-    del facts  # the planner reads them
     return (planned(Install(key)),)
 
 
 def reinstall_first(key: str) -> Remedy:
     return planned(Install(key, first=True))
-
-
-def pinned(facts: Facts) -> bool:
-    """Whether anything pins the choice: the override variable or a backend flag."""
-    return OVERRIDE in facts.env or facts.flags.any
 
 
 def unset_override(valid: int | None = None) -> Remedy:
@@ -41,10 +35,15 @@ def unset_override(valid: int | None = None) -> Remedy:
 
 
 def auto_detect(facts: Facts | None = None) -> Remedy:
-    """Remedy (3); callers offer it only when `pinned(facts)`."""
+    """Remedy (3); given `facts`, callers offer it through `if_pinned`."""
     unset: tuple[Action, ...] = (UnsetEnv(OVERRIDE),) if facts is None or OVERRIDE in facts.env else ()
     return Remedy(
         f"(3) Remove the pin and let auto-detection choose: drop {OVERRIDE} and any "
         "--attention-backend fa3|fa4 from the launch command; `fa-doctor check` then shows what runs.",
         actions=(*unset, RunCommand(("fa-doctor", "check"))),
     )
+
+
+def if_pinned(facts: Facts) -> tuple[Remedy, ...]:
+    """Remedy (3) only when the override or a backend flag pins a version: otherwise auto-detection already chose."""
+    return (auto_detect(facts),) if OVERRIDE in facts.env or facts.flags.any else ()

@@ -172,4 +172,3 @@ def _owners(facts: Facts, owners: tuple[str, ...]) -> Remedy:
         "last (pip cannot uninstall one owner without deleting files the other needs).",
         actions=tuple(reinstall_same(facts, f"{n}=={v}") for n, v in specs),
     )
-
