@@ -10,8 +10,8 @@ from conftest import commands_of, gather_facts, pip_installs, vary
 from fakeenv import make_env
 
 from fa_doctor.diagnose.checks.override import best_valid, check_override, shown
+from fa_doctor.diagnose.derive import parse_override
 from fa_doctor.diagnose.derive.inventory import assess_all
-from fa_doctor.diagnose.derive.pin import parse_override
 from fa_doctor.diagnose.plan.planner import plan
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Severity

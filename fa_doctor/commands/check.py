@@ -27,7 +27,7 @@ def _load_what_follows() -> None:
     an H200 server's, whose site runs .pth files): the main thread would only wait for it."""
     from fa_doctor.catalog import ecosystem, releases  # noqa: F401
     from fa_doctor.diagnose.checks import binary, choice, gpu, knobs, override, packages  # noqa: F401
-    from fa_doctor.diagnose.derive import inventory, pin, requires, selection  # noqa: F401
+    from fa_doctor.diagnose.derive import inventory, requires, selection  # noqa: F401
     from fa_doctor.diagnose.plan import planner  # noqa: F401
     from fa_doctor.probes import distributions, extensions  # noqa: F401
 

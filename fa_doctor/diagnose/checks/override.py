@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fa_doctor.catalog.families import BY_KEY
 from fa_doctor.diagnose.checks import remedies
+from fa_doctor.diagnose.derive import VALID, parse_override
 from fa_doctor.diagnose.derive.inventory import ImplState
-from fa_doctor.diagnose.derive.pin import VALID, parse_override
 from fa_doctor.diagnose.derive.selection import implementation_for
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Severity
