@@ -33,7 +33,6 @@ _MAX_ARCHS = 64
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVK]*(?:3c10|2at|5torch)|aoti_torch_|torch_")
 _RUNTIME = re.compile(r"lib(cudart|nvrtc|cublas|cublasLt)\.so\.(\d+)$")
 _SHOWN = 5
-_Fixes = tuple[Remedy, ...]
 
 
 def parse_gpu_arch(text: str) -> tuple[str, ...]:
@@ -126,7 +125,7 @@ class _Check:
         self.skipped: list[str] = []
 
     def fail(
-        self, fid: str, ext: Extension, title: str, detail: str, ev: dict[str, object], fixes: _Fixes = ()
+        self, fid: str, ext: Extension, title: str, detail: str, ev: dict[str, object], fixes: tuple[Remedy, ...] = ()
     ) -> None:
         """A fail finding about `ext`; its remedy, unless given, is reinstalling its implementation."""
         base = {"implementation": ext.impl, "distribution": ext.dist, "file": ext.path}
@@ -299,12 +298,12 @@ class _Check:
 
             elf = read_elf(ext.path, deadline=self.deadline)
             if elf.error is not None:
-                self.findings.append(_unreadable(self.facts, ext, elf.error))
+                self.findings.append(_unreadable(ext, elf.error))
                 continue
             cudart = self.runtime(ext, elf)
             fb = read_fatbin(elf, deadline=self.deadline)
             if fb.present and not fb.archs and fb.error:
-                self.findings.append(_unreadable(self.facts, ext, f".nv_fatbin: {fb.error}"))
+                self.findings.append(_unreadable(ext, f".nv_fatbin: {fb.error}"))
             elif fb.present:
                 self.kernels(ext, fb, cudart)
             else:
@@ -345,7 +344,7 @@ class _Check:
         )
 
 
-def _unreadable(facts: Facts, ext: Extension, error: str) -> Finding:
+def _unreadable(ext: Extension, error: str) -> Finding:
     return Finding(
         "binary.unreadable",
         Severity.WARN,

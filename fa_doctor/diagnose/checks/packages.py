@@ -56,7 +56,7 @@ _TRACKED = (*names.SERVERS, *names.SGL_KERNELS, names.FLASH_ATTN, names.FLASH_AT
 def freshness(facts: Facts) -> Iterator[Finding]:
     """One info finding when an installed server, FA or kernel release is newer than every release fa-doctor's
     catalog holds: what fa-doctor knows ends at the catalog's date."""
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     from fa_doctor.catalog import ecosystem, releases
 
@@ -66,11 +66,8 @@ def freshness(facts: Facts) -> Iterator[Finding]:
         newest = ecosystem.latest(name, pre=True) if ecosystem.known(name) else None
         if have is None or newest is None or ecosystem.exists(name, have):
             continue
-        try:
-            if Version(have.split("+", 1)[0]) > Version(newest):
-                newer.append(f"{name} {have} (the catalog's newest: {newest})")
-        except InvalidVersion:
-            continue
+        if Version(have.split("+", 1)[0]) > Version(newest):  # both parsed already: installed() and latest()
+            newer.append(f"{name} {have} (the catalog's newest: {newest})")
     if not newer:
         return
     date = releases.GENERATED_ON
