@@ -42,7 +42,7 @@ def check_selection(
                     "No installed FlashAttention can run here",
                     f"{choice.why}: " + "; ".join(choice.problems) + ".",
                     evidence,
-                    (remedies.reinstall_first("fa4"), *remedies.if_pinned(facts)),
+                    remedies.reinstall("fa4", first=True) + remedies.if_pinned(facts),
                 )
             break
         if choice.problems:

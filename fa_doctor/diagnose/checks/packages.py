@@ -44,7 +44,7 @@ def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
             f"None of {', '.join(sorted({i.distributions[0] for i in IMPLEMENTATIONS}))} is installed for "
             f"{facts.target.executable}.",
             {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
-            (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),
+            remedies.reinstall("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4", first=True),
         )
     return [head, *freshness(facts)]
 

@@ -10,9 +10,9 @@ from fa_doctor.model.intents import Install, Intent, Override
 from fa_doctor.probes.environment import OVERRIDE
 
 
-def planned(intent: Intent, text: str = "") -> Remedy:
+def planned(intent: Intent) -> Remedy:
     """A remedy whose actions the planner decides."""
-    return Remedy(text, intent=intent)
+    return Remedy("", intent=intent)
 
 
 def run(text: str, *argvs: tuple[str, ...]) -> Remedy:
@@ -20,17 +20,13 @@ def run(text: str, *argvs: tuple[str, ...]) -> Remedy:
     return Remedy(text, actions=tuple(RunCommand(a) for a in argvs))
 
 
-def reinstall(key: str) -> tuple[Remedy, ...]:
-    """Remedy (2) for one implementation key (the planner writes it for this torch/CUDA/GPU)."""
-    return (planned(Install(key)),)
-
-
-def reinstall_first(key: str) -> Remedy:
-    return planned(Install(key, first=True))
+def reinstall(key: str, first: bool = False) -> tuple[Remedy, ...]:
+    """Remedy (2) for one implementation key, written by the planner for this machine (`first`: its first only)."""
+    return (planned(Install(key, first=first)),)
 
 
 def unset_override(valid: int | None = None) -> Remedy:
-    """Remedy (1): unset the override; with `valid`, setting it to that version is a second remedy (plan/pin.py)."""
+    """Remedy (1): unset the override; with `valid`, setting it to that version too (planner.override_remedies)."""
     return planned(Override(valid))
 
 
