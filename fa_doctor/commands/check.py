@@ -47,7 +47,7 @@ def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Fi
     findings += contained("unmanaged", lambda: packages.unmanaged(facts, derived.spots))
     findings += contained("duplicates", lambda: packages.duplicates(facts))
     findings += contained("requirements", lambda: packages.requirements(facts))
-    findings += contained("override", lambda: override.check_override(facts, states)[0])
+    findings += contained("override", lambda: override.check_override(facts, states))
     findings += contained("knobs", lambda: knobs.check_knobs(facts))
     findings += contained("selection", lambda: choice.check_selection(facts, states, selection, pinned))
     findings += contained("binary", lambda: binary.check_binaries(facts, states, options.gpu_arch))
