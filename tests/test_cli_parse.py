@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fa_doctor.cli.app import UsageError, app
-from fa_doctor.diagnose.derive.pin import VALID
+from fa_doctor.diagnose.derive import VALID
 from fa_doctor.model.result import Result
 from fa_doctor.render.base import FORMATS
 from fa_doctor.render.shell import SHELLS

@@ -10,8 +10,8 @@ from conftest import commands_of, gather_facts, pip_installs, vary
 from fakeenv import make_env
 
 from fa_doctor.diagnose.checks.override import best_valid, check_override, shown
+from fa_doctor.diagnose.derive import derive, parse_override
 from fa_doctor.diagnose.derive.inventory import assess_all
-from fa_doctor.diagnose.derive.pin import parse_override
 from fa_doctor.diagnose.plan.planner import plan
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Severity
@@ -69,10 +69,10 @@ def run(facts: Facts, value: str | None, **changes: object) -> tuple:
     if value is not None:
         env[OVERRIDE] = value
     f = dataclasses.replace(facts, env=env, **changes)  # type: ignore[arg-type]
-    findings, pinned = check_override(f, assess_all(f))
+    findings = check_override(f, assess_all(f))
     assert len(findings) == 1
     (planned,) = plan(findings, f)  # the planner writes the installs the check asked for
-    return planned, pinned
+    return planned, derive(f).pinned
 
 
 def test_shown_escapes_and_bounds() -> None:

@@ -134,15 +134,15 @@ def test_missing_module_is_attributed_to_the_server(fenv: FakeEnv) -> None:
     (action,) = _pips((install,))
     assert action.requirements == ("orjson",) and "torch==2.14.1" in action.constraints
     cutlass = ImportProblem("module_missing", "No module named 'einops_x'", "missing", (), {"module": "einops_x"})
-    assert unmet.for_problem(facts, "fa4", cutlass) == remedies.reinstall(facts, "fa4")
-    assert expand(remedies.reinstall(facts, "fa4")[0], facts) == recipes.reinstall(facts, "fa4")
+    assert unmet.for_problem(facts, "fa4", cutlass) == remedies.reinstall("fa4")
+    assert expand(remedies.reinstall("fa4")[0], facts) == recipes.reinstall(facts, "fa4")
 
 
 def test_remedy_three_only_when_something_pins(fenv: FakeEnv) -> None:
     fenv.torch()
     facts = gather_facts(fenv)
-    assert not remedies.pinned(facts)
-    assert remedies.pinned(vary(facts, env={"SGLANG_FLASHATTENTION_VERSION": "3"}))
+    assert not remedies.if_pinned(facts)
+    assert remedies.if_pinned(vary(facts, env={"SGLANG_FLASHATTENTION_VERSION": "3"}))
     assert remedy_lines(remedies.auto_detect(facts)) == ("fa-doctor check",)
 
 

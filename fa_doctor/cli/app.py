@@ -12,7 +12,7 @@ import typer
 from fa_doctor.cli import completion
 from fa_doctor.cli import options as opt
 from fa_doctor.cli.options import ENGINES, check_options, completes, given, one_of, outputs, path, seconds, whole
-from fa_doctor.diagnose.derive.pin import VALID
+from fa_doctor.diagnose.derive import VALID
 
 UsageError = typer.BadParameter.__mro__[1]  # click's, or typer's vendored copy of it (typer >= 0.26)
 SET_VALUES = tuple(str(v) for v in VALID)

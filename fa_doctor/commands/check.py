@@ -27,7 +27,7 @@ def _load_what_follows() -> None:
     an H200 server's, whose site runs .pth files): the main thread would only wait for it."""
     from fa_doctor.catalog import ecosystem, releases  # noqa: F401
     from fa_doctor.diagnose.checks import binary, choice, gpu, knobs, override, packages  # noqa: F401
-    from fa_doctor.diagnose.derive import inventory, pin, requires, selection  # noqa: F401
+    from fa_doctor.diagnose.derive import inventory, requires, selection  # noqa: F401
     from fa_doctor.probes import distributions, extensions  # noqa: F401
 
 
@@ -46,7 +46,7 @@ def run_checks(facts: Facts, derived: Derived, options: CheckOptions) -> list[Fi
     findings += contained("unmanaged", lambda: packages.unmanaged(facts, derived.spots))
     findings += contained("duplicates", lambda: packages.duplicates(facts))
     findings += contained("requirements", lambda: packages.requirements(facts))
-    findings += contained("override", lambda: override.check_override(facts, states)[0])
+    findings += contained("override", lambda: override.check_override(facts, states))
     findings += contained("knobs", lambda: knobs.check_knobs(facts))
     findings += contained("selection", lambda: choice.check_selection(facts, states, selection, pinned))
     findings += contained("binary", lambda: binary.check_binaries(facts, states, options.gpu_arch))

@@ -13,7 +13,7 @@ import stat
 import tempfile
 from dataclasses import dataclass
 
-from fa_doctor.diagnose.derive.pin import VALID
+from fa_doctor.diagnose.derive import VALID
 from fa_doctor.fix.dialects import apply, detect, line_of, planner
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.probes.files import NotRegular, open_regular

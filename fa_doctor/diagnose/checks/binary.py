@@ -32,7 +32,6 @@ _MAX_ARCHS = 64
 _TORCH_SYMBOL = re.compile(r"_Z(?:T[VIS])?N[rVK]*(?:3c10|2at|5torch)|aoti_torch_|torch_")
 _RUNTIME = re.compile(r"lib(cudart|nvrtc|cublas|cublasLt)\.so\.(\d+)$")
 _SHOWN = 5
-_Fixes = tuple[Remedy, ...]
 
 
 def parse_gpu_arch(text: str) -> tuple[str, ...]:
@@ -125,26 +124,25 @@ class _Check:
         self.skipped: list[str] = []
 
     def fail(
-        self, fid: str, ext: Extension, title: str, detail: str, ev: dict[str, object], fixes: _Fixes = ()
+        self, fid: str, ext: Extension, title: str, detail: str, ev: dict[str, object], fixes: tuple[Remedy, ...] = ()
     ) -> None:
         """A fail finding about `ext`; its remedy, unless given, is reinstalling its implementation."""
         base = {"implementation": ext.impl, "distribution": ext.dist, "file": ext.path}
-        fixes = fixes or remedies.reinstall(self.facts, ext.impl)
+        fixes = fixes or remedies.reinstall(ext.impl)
         self.findings.append(Finding(fid, Severity.FAIL, title, detail, {**base, **ev}, fixes))
 
     def arch_remedies(self, ext: Extension, capability: tuple[int, int]) -> tuple[Remedy, ...]:
         major = capability[0]
         if ext.impl in ("fa3", "fa3-sgl") and major not in (8, 9):
             # No FA3 build has Blackwell kernels: reinstalling FA3 cannot help, FA4 can.
-            pin = (remedies.auto_detect(self.facts),) if remedies.pinned(self.facts) else ()
-            return pin + remedies.reinstall(self.facts, "fa4")
+            return remedies.if_pinned(self.facts) + remedies.reinstall("fa4")
         if ext.impl == "fa2":
             from fa_doctor.model.intents import Rebuild
 
             text = f"(2) Build flash-attn here with kernels for {major}.x (FLASH_ATTN_CUDA_ARCHS picks the targets)."
             env = (("FLASH_ATTENTION_FORCE_BUILD", "TRUE"), ("FLASH_ATTN_CUDA_ARCHS", f"{major}0"))
             return (remedies.planned(Rebuild(FLASH_ATTN, text, env, from_source=True)),)
-        return remedies.reinstall(self.facts, ext.impl)
+        return remedies.reinstall(ext.impl)
 
     def kernels(self, ext: Extension, fb: FatbinInfo, cudart: int | None) -> None:
         name = os.path.basename(ext.path)
@@ -250,7 +248,7 @@ class _Check:
                         "`ldd --version` shows the system's glibc.",
                         ("ldd", "--version"),
                     ),
-                    *remedies.reinstall(self.facts, ext.impl),
+                    *remedies.reinstall(ext.impl),
                 ),
             )
 
@@ -301,12 +299,12 @@ class _Check:
 
             elf = read_elf(ext.path, deadline=self.deadline)
             if elf.error is not None:
-                self.findings.append(_unreadable(self.facts, ext, elf.error))
+                self.findings.append(_unreadable(ext, elf.error))
                 continue
             cudart = self.runtime(ext, elf)
             fb = read_fatbin(elf, deadline=self.deadline)
             if fb.present and not fb.archs and fb.error:
-                self.findings.append(_unreadable(self.facts, ext, f".nv_fatbin: {fb.error}"))
+                self.findings.append(_unreadable(ext, f".nv_fatbin: {fb.error}"))
             elif fb.present:
                 self.kernels(ext, fb, cudart)
             else:
@@ -329,7 +327,7 @@ class _Check:
                 )
             )
         for dist, impl in jit.items():
-            for fix in remedies.reinstall(self.facts, impl):
+            for fix in remedies.reinstall(impl):
                 text = f"{dist} has only PTX for some GPUs, JIT-compiled at the first call (slow). {fix.text}"
                 fixes.append(replace(fix, text=text))
         judged = ", ".join(t[0] for t in self.targets) or "no GPU and no --gpu-arch: nothing to judge against"
@@ -347,7 +345,7 @@ class _Check:
         )
 
 
-def _unreadable(facts: Facts, ext: Extension, error: str) -> Finding:
+def _unreadable(ext: Extension, error: str) -> Finding:
     return Finding(
         "binary.unreadable",
         Severity.WARN,
@@ -355,7 +353,7 @@ def _unreadable(facts: Facts, ext: Extension, error: str) -> Finding:
         f"{ext.relpath} ({ext.dist}): {error}. A truncated or foreign file also fails to import "
         "('invalid ELF header' or 'file too short').",
         {"implementation": ext.impl, "distribution": ext.dist, "file": ext.path, "error": error},
-        remedies.reinstall(facts, ext.impl),
+        remedies.reinstall(ext.impl),
     )
 
 

@@ -42,19 +42,19 @@ def check_selection(
                     "No installed FlashAttention can run here",
                     f"{choice.why}: " + "; ".join(choice.problems) + ".",
                     evidence,
-                    (remedies.reinstall_first("fa4"), *_auto(facts)),
+                    remedies.reinstall("fa4", first=True) + remedies.if_pinned(facts),
                 )
             break
         if choice.problems:
             fixes: list[Remedy] = []
             if choice.implementation and not states[choice.implementation].importable:
-                fixes += remedies.reinstall(facts, choice.implementation)
+                fixes += remedies.reinstall(choice.implementation)
             if choice.source == "flag":
                 good = best_valid(facts, states)
                 alt = f"--attention-backend fa{good}" if good else "--attention-backend triton"
                 state = implementation_for(good, facts, states)[0] if good else None
                 fixes.append(Remedy(f"Change the flag: {alt} {proven(facts, state.impl.key if state else None)}.", ()))
-            fixes += _auto(facts)
+            fixes += remedies.if_pinned(facts)
             yield Finding(
                 "selection.unavailable",
                 Severity.FAIL,
@@ -99,8 +99,3 @@ def check_selection(
                 Remedy(f"Or make the flags match the override: --attention-backend fa{override}."),
             ),
         )
-
-
-def _auto(facts: Facts) -> tuple[Remedy, ...]:
-    """Remedy (3) only when something pins a version: otherwise auto-detection already chose."""
-    return (remedies.auto_detect(facts),) if remedies.pinned(facts) else ()

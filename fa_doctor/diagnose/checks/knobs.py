@@ -4,7 +4,7 @@ in released code: docs/fix.md, "Knob facts"."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 
 from fa_doctor.catalog import knobs as catalog
 from fa_doctor.catalog import names
@@ -326,7 +326,6 @@ def _triton_amd(facts: Facts, value: str) -> list[Finding]:
 def check_knobs(facts: Facts) -> list[Finding]:
     env = facts.env
     out = [f for name, read in _READERS.items() if name in env for f in read(facts, env[name])]
-    out += _fa4_cache(env)
     return out + [
         Finding(
             "knob.active",
@@ -340,12 +339,9 @@ def check_knobs(facts: Facts) -> list[Finding]:
     ]
 
 
-def _fa4_cache(env: Mapping[str, str]) -> Iterator[Finding]:
+def _fa4_cache(facts: Facts, folder: str) -> Iterator[Finding]:
     """FA4's compile cache folder: read only when the cache is on, then created at import."""
-    folder = env.get(catalog.FA4_CACHE_DIR)
-    enabled = env.get(catalog.FA4_CACHE_ENABLED) == catalog.FA4_CACHE_ENABLED_ON
-    if folder is None:
-        return
+    enabled = facts.env.get(catalog.FA4_CACHE_ENABLED) == catalog.FA4_CACHE_ENABLED_ON
     evidence = {"variable": catalog.FA4_CACHE_DIR, "value": shown(folder, 200), "cache_enabled": enabled}
     if not enabled:
         yield Finding(
@@ -376,7 +372,7 @@ def _fa4_cache(env: Mapping[str, str]) -> Iterator[Finding]:
         )
 
 
-_READERS: dict[str, Callable[[Facts, str], list[Finding]]] = {
+_READERS: dict[str, Callable[[Facts, str], Iterable[Finding]]] = {
     "SGLANG_USE_SGL_FA3_KERNEL": _sgl_fa3_kernel,
     "SGLANG_IS_FLASHINFER_AVAILABLE": _flashinfer_flag,
     "SGLANG_INKLING_FA4_USE_PIP": _inkling,
@@ -384,4 +380,5 @@ _READERS: dict[str, Callable[[Facts, str], list[Finding]]] = {
     "FLASH_ATTENTION_ARCH": _fa4_arch,
     "CUTE_DSL_ARCH": _dsl_arch,
     "FLASH_ATTENTION_TRITON_AMD_ENABLE": _triton_amd,
+    catalog.FA4_CACHE_DIR: _fa4_cache,
 }

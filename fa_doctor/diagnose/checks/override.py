@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from fa_doctor.catalog.families import BY_KEY
 from fa_doctor.diagnose.checks import remedies
+from fa_doctor.diagnose.contain import collected
+from fa_doctor.diagnose.derive import VALID, parse_override
 from fa_doctor.diagnose.derive.inventory import ImplState
-from fa_doctor.diagnose.derive.pin import VALID, parse_override
 from fa_doctor.diagnose.derive.selection import implementation_for
 from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Severity
@@ -59,38 +62,36 @@ def best_valid(facts: Facts, states: dict[str, ImplState]) -> int | None:
     return None
 
 
-def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Finding], int | None]:
-    """Findings, and the version the override pins (None: unset or invalid)."""
+@collected
+def check_override(facts: Facts, states: dict[str, ImplState]) -> Iterator[Finding]:
     raw = facts.env.get(OVERRIDE)
     try:
         version = parse_override(raw)
     except ValueError:
         assert raw is not None
-        return [
-            Finding(
-                "override.invalid",
-                Severity.FAIL,
-                f"{OVERRIDE} has an invalid value",
-                f"{OVERRIDE}={shown(raw)} is not one of the documented values 2, 3 or 4 (unset means auto-detection). "
-                "A launcher that passes it on ends in errors such as "
-                "`ValueError: Invalid version: self.fa_impl_ver=5`.",
-                {"variable": OVERRIDE, "value": shown(raw), "valid": list(VALID)},
-                (remedies.unset_override(best_valid(facts, states)), remedies.auto_detect()),
-            )
-        ], None
+        yield Finding(
+            "override.invalid",
+            Severity.FAIL,
+            f"{OVERRIDE} has an invalid value",
+            f"{OVERRIDE}={shown(raw)} is not one of the documented values 2, 3 or 4 (unset means auto-detection). "
+            "A launcher that passes it on ends in errors such as "
+            "`ValueError: Invalid version: self.fa_impl_ver=5`.",
+            {"variable": OVERRIDE, "value": shown(raw), "valid": list(VALID)},
+            (remedies.unset_override(best_valid(facts, states)), remedies.auto_detect()),
+        )
+        return
     if version is None:
         sgl = facts.sglang
         verb = "reads" if sgl and sgl.reads_override else "does not read"
         reads = f" The installed SGLang {sgl.version} {verb} it itself." if sgl else ""
-        return [
-            Finding(
-                "override.unset",
-                Severity.OK,
-                f"{OVERRIDE} is not set: auto-detection decides",
-                "When set to 3 or 4 it stands for SGLang's `--attention-backend fa3|fa4`." + reads,
-                {"variable": OVERRIDE},
-            )
-        ], None
+        yield Finding(
+            "override.unset",
+            Severity.OK,
+            f"{OVERRIDE} is not set: auto-detection decides",
+            "When set to 3 or 4 it stands for SGLang's `--attention-backend fa3|fa4`." + reads,
+            {"variable": OVERRIDE},
+        )
+        return
     state, problems = implementation_for(version, facts, states)
     evidence = {
         "variable": OVERRIDE,
@@ -101,26 +102,22 @@ def check_override(facts: Facts, states: dict[str, ImplState]) -> tuple[list[Fin
     }
     if problems or state is None:  # implementation_for gives no state only with a reason
         # Never the pinned version itself: best_valid returns only versions without problems.
-        again = remedies.reinstall(facts, state.impl.key) if state is not None and not state.importable else ()
-        fixes = (remedies.unset_override(best_valid(facts, states)), *again, remedies.auto_detect())
-        return [
-            Finding(
-                "override.unavailable",
-                Severity.FAIL,
-                f"{OVERRIDE}={version} cannot work here",
-                f"FA{version} is pinned, but: " + "; ".join(problems) + ". " + _relation(facts, version),
-                {**evidence, "reasons": problems},
-                fixes,
-            )
-        ], version
-    return [
-        Finding(
-            "override.active",
-            Severity.INFO,
-            f"{OVERRIDE}={version} pins FA{version}",
-            f"{state.impl.label} is installed and "
-            + ("supports the visible GPUs. " if facts.gpus.devices else f"{proven(facts, state.impl.key)}. ")
-            + _relation(facts, version),
-            evidence,
+        again = remedies.reinstall(state.impl.key) if state is not None and not state.importable else ()
+        yield Finding(
+            "override.unavailable",
+            Severity.FAIL,
+            f"{OVERRIDE}={version} cannot work here",
+            f"FA{version} is pinned, but: " + "; ".join(problems) + ". " + _relation(facts, version),
+            {**evidence, "reasons": problems},
+            (remedies.unset_override(best_valid(facts, states)), *again, remedies.auto_detect()),
         )
-    ], version
+        return
+    yield Finding(
+        "override.active",
+        Severity.INFO,
+        f"{OVERRIDE}={version} pins FA{version}",
+        f"{state.impl.label} is installed and "
+        + ("supports the visible GPUs. " if facts.gpus.devices else f"{proven(facts, state.impl.key)}. ")
+        + _relation(facts, version),
+        evidence,
+    )

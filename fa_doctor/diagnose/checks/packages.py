@@ -42,7 +42,7 @@ def inventory(facts: Facts, states: dict[str, ImplState]) -> list[Finding]:
             f"None of {', '.join(sorted({i.distributions[0] for i in IMPLEMENTATIONS}))} is installed for "
             f"{facts.target.executable}.",
             {"searched": list(facts.scan.entries), "distributions_seen": facts.scan.total},
-            (remedies.reinstall_first("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4"),),
+            remedies.reinstall("fa3-sgl" if facts.scan.first(names.SGLANG) else "fa4", first=True),
         )
     return [head, *freshness(facts)]
 
@@ -54,7 +54,7 @@ _TRACKED = (*names.SERVERS, *names.SGL_KERNELS, names.FLASH_ATTN, names.FLASH_AT
 def freshness(facts: Facts) -> Iterator[Finding]:
     """One info finding when an installed server, FA or kernel release is newer than every release fa-doctor's
     catalog holds: what fa-doctor knows ends at the catalog's date."""
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     from fa_doctor.catalog import ecosystem, releases
 
@@ -65,11 +65,8 @@ def freshness(facts: Facts) -> Iterator[Finding]:
             continue  # a release the catalog holds (its newest is looked up only for one it does not)
         if (newest := ecosystem.latest(name, pre=True)) is None:
             continue
-        try:
-            if Version(have.split("+", 1)[0]) > Version(newest):
-                newer.append(f"{name} {have} (the catalog's newest: {newest})")
-        except InvalidVersion:
-            continue
+        if Version(have.split("+", 1)[0]) > Version(newest):  # both parsed already: installed() and latest()
+            newer.append(f"{name} {have} (the catalog's newest: {newest})")
     if not newer:
         return
     date = releases.GENERATED_ON
@@ -140,7 +137,7 @@ def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> Iterator[
                     "location": dist.location,
                     "reasons": list(state.broken),
                 },
-                remedies.reinstall(facts, state.impl.key),
+                remedies.reinstall(state.impl.key),
             )
         if state.shadowed:
             yield Finding(
@@ -161,7 +158,7 @@ def broken_and_shadowed(facts: Facts, states: dict[str, ImplState]) -> Iterator[
                         "(check PYTHONPATH and user site-packages).",
                         ("printenv", "PYTHONPATH"),
                     ),
-                    *remedies.reinstall(facts, state.impl.key),
+                    *remedies.reinstall(state.impl.key),
                 ),
             )
 
@@ -259,7 +256,7 @@ def requirements(facts: Facts) -> Iterator[Finding]:
             },
             (
                 remedies.planned(Satisfy(dist.name, tuple(unmet))),
-                *(remedies.reinstall(facts, key) if key and dist.normalized not in names.SERVERS else ()),
+                *(remedies.reinstall(key) if key and dist.normalized not in names.SERVERS else ()),
             ),
         )
 

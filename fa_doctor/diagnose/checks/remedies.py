@@ -14,9 +14,9 @@ if TYPE_CHECKING:  # intents load with the first remedy: a healthy check builds 
     from fa_doctor.model.intents import Intent
 
 
-def planned(intent: Intent, text: str = "") -> Remedy:
+def planned(intent: Intent) -> Remedy:
     """A remedy whose actions the planner decides."""
-    return Remedy(text, intent=intent)
+    return Remedy("", intent=intent)
 
 
 def run(text: str, *argvs: tuple[str, ...]) -> Remedy:
@@ -26,34 +26,22 @@ def run(text: str, *argvs: tuple[str, ...]) -> Remedy:
     return Remedy(text, actions=tuple(RunCommand(a) for a in argvs))
 
 
-def reinstall(facts: Facts, key: str) -> tuple[Remedy, ...]:
-    """Remedy (2) for one implementation key (the planner writes it for this torch/CUDA/GPU)."""
+def reinstall(key: str, first: bool = False) -> tuple[Remedy, ...]:
+    """Remedy (2) for one implementation key, written by the planner for this machine (`first`: its first only)."""
     from fa_doctor.model.intents import Install
 
-    del facts  # the planner reads them
-    return (planned(Install(key)),)
-
-
-def reinstall_first(key: str) -> Remedy:
-    from fa_doctor.model.intents import Install
-
-    return planned(Install(key, first=True))
-
-
-def pinned(facts: Facts) -> bool:
-    """Whether anything pins the choice: the override variable or a backend flag."""
-    return OVERRIDE in facts.env or facts.flags.any
+    return (planned(Install(key, first=first)),)
 
 
 def unset_override(valid: int | None = None) -> Remedy:
-    """Remedy (1): unset the override; with `valid`, setting it to that version is a second remedy (plan/pin.py)."""
+    """Remedy (1): unset the override; with `valid`, setting it to that version too (expand.override_remedies)."""
     from fa_doctor.model.intents import Override
 
     return planned(Override(valid))
 
 
 def auto_detect(facts: Facts | None = None) -> Remedy:
-    """Remedy (3); callers offer it only when `pinned(facts)`."""
+    """Remedy (3); given `facts`, callers offer it through `if_pinned`."""
     from fa_doctor.model.actions import RunCommand, UnsetEnv
 
     unset: tuple[Action, ...] = (UnsetEnv(OVERRIDE),) if facts is None or OVERRIDE in facts.env else ()
@@ -62,3 +50,8 @@ def auto_detect(facts: Facts | None = None) -> Remedy:
         "--attention-backend fa3|fa4 from the launch command; `fa-doctor check` then shows what runs.",
         actions=(*unset, RunCommand(("fa-doctor", "check"))),
     )
+
+
+def if_pinned(facts: Facts) -> tuple[Remedy, ...]:
+    """Remedy (3) only when the override or a backend flag pins a version: otherwise auto-detection already chose."""
+    return (auto_detect(facts),) if OVERRIDE in facts.env or facts.flags.any else ()

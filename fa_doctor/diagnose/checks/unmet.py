@@ -11,11 +11,6 @@ from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Remedy
 
 
-def distribution_for_module(module: str) -> str:
-    top = module.split(".", 1)[0]
-    return MODULE_OWNERS.get(top, normalize(top))
-
-
 def for_problem(facts: Facts, key: str, problem: object) -> tuple[Remedy, ...]:
     """The reinstall for a smoke-test failure, unless a missing module belongs to another distribution's
     unmet requirements (sglang's `orjson`): then that distribution's requirements are the remedy."""
@@ -25,7 +20,8 @@ def for_problem(facts: Facts, key: str, problem: object) -> tuple[Remedy, ...]:
     evidence = getattr(problem, "evidence", None) or {}
     module = str(evidence.get("module", "")) if getattr(problem, "cause", None) == "module_missing" else ""
     if module and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]{0,200}", module):
-        provider = distribution_for_module(module)
+        top = module.split(".", 1)[0]
+        provider = MODULE_OWNERS.get(top, normalize(top))
         # The installed distribution (server first) that requires the provider.
         ordered = (*filter(None, [server(facts)]), *facts.scan.distributions)
         owner = next((d for d in ordered if requires(facts, d, provider) is not None), None)
@@ -34,7 +30,7 @@ def for_problem(facts: Facts, key: str, problem: object) -> tuple[Remedy, ...]:
             # everything the server lacks is package.requirement's remedy (it may need another torch).
             unmet = [u for u in unmet_requirements(owner, facts) if name_of(u[0]) == normalize(provider)]
             head = Remedy(
-                f"`import {module.split('.')[0]}` fails because {provider}, a requirement of {owner.name} "
+                f"`import {top}` fails because {provider}, a requirement of {owner.name} "
                 f"{owner.version}, is not installed: the FA packages are not the cause."
             )
             return (head, Remedy("", intent=Satisfy(owner.name, tuple(unmet))))

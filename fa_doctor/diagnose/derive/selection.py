@@ -105,13 +105,6 @@ def implementation_for(
 ) -> tuple[ImplState | None, list[str]]:
     """What the server loads for an FA version, and every reason that cannot work here (for `phase`, chosen by
     `flag`; neither: both phases, as a pin or --attention-backend would)."""
-    state, reasons, _ = _implementation(version, facts, states, phase, flag)
-    return state, reasons
-
-
-def _implementation(
-    version: int, facts: Facts, states: dict[str, ImplState], phase: str | None, flag: str | None
-) -> tuple[ImplState | None, list[str], list[str]]:
     if (sgl := facts.sglang) is not None:
         if version not in sgl.accepted_versions:
             names_ = " and ".join(f"fa{v}" for v in sorted(sgl.accepted_versions))
@@ -120,8 +113,8 @@ def _implementation(
                 f"SGLang {sgl.version} has no fa{version} backend (its FlashAttention backends: {names_}): "
                 f"`--attention-backend fa{version}` stops it at start-up with `invalid choice: 'fa{version}'`{fa2}"
             )
-            return None, [why], []
-        stops, some, gates = _refusals(facts, version, phase, flag)
+            return None, [why]
+        stops, _, gates = _refusals(facts, version, phase, flag)
         reasons: list[str] = []
         if version == 3:
             state = states["fa3-sgl"]
@@ -151,12 +144,12 @@ def _implementation(
                     )
         # The server's GPU gate only where the implementation's own GPU check does not already say it.
         stops += [] if state.gpu_reasons else gates
-        return state, [*state.problems(), *stops, *reasons], some
+        return state, [*state.problems(), *stops, *reasons]
     # The first usable candidate, else the first installed one (its problems say why), else the first.
     candidates = [states[k] for k in {2: ["fa2"], 3: ["fa3", "fa3-sgl"], 4: ["fa4"]}.get(version, [])]
     if not (ranked := sorted(candidates, key=lambda s: (not s.usable, not s.installed))):
-        return None, [f"there is no FA{version}"], []
-    return ranked[0], ranked[0].problems(), []
+        return None, [f"there is no FA{version}"]
+    return ranked[0], ranked[0].problems()
 
 
 # Assumed for the server fa-doctor checks: no speculative decoding, no hierarchical cache, CUDA, not ROCm, NPU or MPS.
@@ -260,8 +253,9 @@ def _fa_choice(
     phase: str, version: int, backend: str | None, source: str, why: str, facts: Facts, states: dict[str, ImplState],
     flag: str | None,
 ) -> PhaseChoice:  # fmt: skip
-    state, problems, some = _implementation(version, facts, states, phase, flag)
-    why += "".join(f"; {s}" for s in some)
+    state, problems = implementation_for(version, facts, states, phase, flag)
+    if facts.sglang and version in facts.sglang.accepted_versions:  # what stops it for some models only
+        why += "".join(f"; {s}" for s in _refusals(facts, version, phase, flag)[1])
     key = state.impl.key if state else None
     return PhaseChoice(
         phase, backend, version, key, source, why, (*filter(None, [_missing_flag(flag, facts)]), *problems)
