@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fa_doctor.model.install import Distribution
 from fa_doctor.probes.files import read
 from fa_doctor.process.atomic import write_atomic
 
@@ -41,6 +42,22 @@ def record_files(location: str, metadata_dir: str) -> list[str]:
     except csv.Error as exc:
         raise SnapshotError(f"{metadata_dir}/RECORD cannot be read ({exc}): it could not be put back") from None
     return list(dict.fromkeys(os.path.normpath(os.path.join(location, p)) for p in paths))
+
+
+def forget_listings() -> None:
+    """The check's folder listings are cached: stale once anything may have changed."""
+    from fa_doctor.probes import modules
+
+    modules.listdir.cache_clear()
+    modules.by_stem.cache_clear()
+
+
+def scan(sys_path: Sequence[str], interesting: Callable[[str], bool]) -> tuple[Distribution, ...]:
+    """The distributions on the path as they are now."""
+    from fa_doctor.probes.distributions import scan_distributions
+
+    forget_listings()
+    return scan_distributions(sys_path, interesting).distributions
 
 
 @dataclass(slots=True)
@@ -125,8 +142,6 @@ def undo_install(
 ) -> None:
     """Put back an install (or uninstall): remove what it wrote for the names in `wrote` (a copy whose metadata
     folder was not there before), then rename every saved file back over its old path. OSError propagates."""
-    from fa_doctor.fix.proofs import scan
-
     kept = [path for snap in snaps for path, _ in snap.files]
     wanted, old = set(wrote), set(before)
     for dist in scan(sys_path, lambda n: n in wanted):
