@@ -92,11 +92,6 @@ class ApplyResult:
         """Refused for an earlier apply's leftovers (or one still running): nothing was tried."""
         return bool(self.leftovers) and not self.dry_run
 
-    @property
-    def unchanged(self) -> bool:
-        """Nothing in the environment changed: no step remains in effect, and a failed one left nothing."""
-        return not self.ran and (self.failed is None or self.failed.left_unchanged)
-
 
 Progress = Callable[[str], None]
 

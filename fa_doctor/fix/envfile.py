@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 
 from fa_doctor.diagnose.derive.pin import VALID
-from fa_doctor.fix.dialects import apply, detect, line_of, planner
+from fa_doctor.fix.dialects import apply, detect, planner
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.probes.files import NotRegular, open_regular
 from fa_doctor.render.scrub import hide_secret_values
@@ -167,13 +167,9 @@ class EditResult:
     notes: tuple[str, ...] = ()
 
 
-def rewrite(text: str, value: str | None, dialect: str | None = None, path: str = "FILE") -> tuple[str, list[int]]:
-    """The whole text rewritten, and the 1-based numbers of the lines that changed. Raises ValueError."""
-    return _rewrite(path, text, value, dialect or detect("", text))[:2]
-
-
-def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str, list[int], list[str]]:
-    """Raises ValueError naming PATH:LINE for every line that may set the override in a form not edited."""
+def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str, list[str]]:
+    """The whole text rewritten, and the dialect's notes. Raises ValueError naming PATH:LINE for every line that
+    may set the override in a form not edited."""
     try:
         plan = planner(dialect)(text, value)
     except RecursionError:
@@ -187,7 +183,7 @@ def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str
         new = apply(text, plan.changes)
     except ValueError:
         raise ValueError(f"{path}: fa-doctor found overlapping edits") from None
-    return new, sorted({line_of(text, c.start) for c in plan.changes if text[c.start : c.end] != c.new}), plan.notes
+    return new, plan.notes
 
 
 def _diff(path: str, old: str, new: str) -> str:
@@ -216,7 +212,7 @@ def edit(path: str, *, set_value: int | None, dry_run: bool) -> EditResult:
     except ValueError:  # a NUL byte in the path
         return EditResult(path, False, error=f"{path!r} is not a usable path")
     try:
-        new, _changed, notes = _rewrite(path, text, value, detect(path, text))
+        new, notes = _rewrite(path, text, value, detect(path, text))
     except ValueError as e:
         return EditResult(path, False, error=f"{e}; the file is unchanged: edit it by hand")
     if new == text:
