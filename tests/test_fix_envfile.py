@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fa_doctor.fix.dialects import apply, detect, line_of, planner
+from fa_doctor.fix.dialects import apply, detect, line_of, plan
 from fa_doctor.fix.envfile import MAX_BYTES, edit
 
 N = "SGLANG_FLASHATTENTION_VERSION"
@@ -240,10 +240,10 @@ def test_invalid_set_value(tmp_path: Path) -> None:
 
 def rewrite(text: str, value: str | None) -> tuple[str, list[int]]:
     """The text as the edit writes it back, and the 1-based numbers of the lines that changed."""
-    plan = planner(detect("", text))(text, value)
-    assert not plan.refusals, plan.refusals
-    return apply(text, plan.changes), sorted(
-        {line_of(text, c.start) for c in plan.changes if text[c.start : c.end] != c.new}
+    edits = plan(detect("", text), text, value)
+    assert not edits.refusals, edits.refusals
+    return apply(text, edits.changes), sorted(
+        {line_of(text, c.start) for c in edits.changes if text[c.start : c.end] != c.new}
     )
 
 

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 
 from fa_doctor.diagnose.derive.pin import VALID
-from fa_doctor.fix.dialects import apply, detect, planner
+from fa_doctor.fix.dialects import apply, detect, plan
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.probes.files import NotRegular, open_regular
 from fa_doctor.render.scrub import hide_secret_values
@@ -171,19 +171,19 @@ def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str
     """The whole text rewritten, and the dialect's notes. Raises ValueError naming PATH:LINE for every line that
     may set the override in a form not edited."""
     try:
-        plan = planner(dialect)(text, value)
+        edits = plan(dialect, text, value)
     except RecursionError:
         raise ValueError(f"{path}: it nests substitutions or blocks too deeply for fa-doctor") from None
-    if plan.refusals:
-        lines = sorted(plan.refusals.items())
+    if edits.refusals:
+        lines = sorted(edits.refusals.items())
         said = [f"{path}:{line}: {why}" for line, why in lines[:_SHOWN]]
         more = [f"and {len(lines) - _SHOWN} more lines"] if len(lines) > _SHOWN else []
         raise ValueError("; ".join([*said, *more]) + f"; fa-doctor cannot prove that {path} leaves {OVERRIDE} alone")
     try:
-        new = apply(text, plan.changes)
+        new = apply(text, edits.changes)
     except ValueError:
         raise ValueError(f"{path}: fa-doctor found overlapping edits") from None
-    return new, plan.notes
+    return new, edits.notes
 
 
 def _diff(path: str, old: str, new: str) -> str:
