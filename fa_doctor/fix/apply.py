@@ -21,8 +21,6 @@ from fa_doctor.catalog import names
 from fa_doctor.catalog.families import normalize
 from fa_doctor.diagnose.plan import feasible
 from fa_doctor.fix import journal as J
-from fa_doctor.fix import stale
-from fa_doctor.fix.stale import Leftover
 from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall
 from fa_doctor.model.install import Distribution
 from fa_doctor.probes.environment import OVERRIDE
@@ -81,7 +79,7 @@ class ApplyResult:
     state: str = ""  # one sentence: what the environment holds now
     proven: tuple[Step, ...] = ()  # dry run: the steps that would run
     dry_run: bool = False
-    leftovers: tuple[Leftover, ...] = ()  # an earlier apply on this target that did not finish
+    leftovers: tuple[J.Leftover, ...] = ()  # an earlier apply on this target that did not finish
 
     @property
     def ok(self) -> bool:
@@ -115,7 +113,7 @@ def apply(
     pairs = [(a, g) for a, g in zip(actions, group_of, strict=True) if feasible.runnable(a)]
     if not pairs:
         return ApplyResult((), None, (), manual, state="nothing was changed", dry_run=dry_run)
-    workdir = tempfile.mkdtemp(prefix=stale.PREFIX)  # 0700, ours alone
+    workdir = tempfile.mkdtemp(prefix=J.PREFIX)  # 0700, ours alone
     book = J.Journal(os.path.join(workdir, "journal.json"))
     runner = Runner(python, workdir, book, timeout, set(torch_moves))
     runner.actions, runner.manual = [a for a, _ in pairs], manual
@@ -156,7 +154,7 @@ def _transaction(
         step = Step(runnable[0], describe(runnable[0]), False, str(exc), left_unchanged=True, status="refused")
         return ApplyResult((), step, tuple(runnable[1:]), manual, refused=(step,), state="nothing was changed",
                            dry_run=dry_run)  # fmt: skip
-    left = tuple(stale.find(runner.python, runner.sys_path, exclude=runner.workdir))
+    left = tuple(J.find(runner.python, runner.sys_path, exclude=runner.workdir))
     if left and not dry_run:
         busy = any(x.running is not None for x in left)
         why = "another fix --apply is changing" if busy else "an earlier fix --apply did not finish on"
