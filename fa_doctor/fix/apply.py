@@ -283,6 +283,9 @@ def ended(
 # ---- the proofs ------------------------------------------------------------------------------------------------------
 
 
+Item = tuple[str, str, bool]  # what pip's report says it would install: (name, version, requested)
+
+
 @dataclass(frozen=True, slots=True)
 class Inventory:
     """The target's distributions, read from its search path just before the proofs."""
@@ -321,15 +324,7 @@ def check_feasible(action: Action, ground: feasible.Ground, torch_move: bool) ->
         raise Refused(f"{why}; not run")
 
 
-@dataclass(slots=True)
-class InstallProof:
-    """What pip said it would do, and what that replaces."""
-
-    items: list[tuple[str, str, bool]]  # (name, version, requested)
-    replaces: list[Distribution]  # installed copies pip will take out
-
-
-def read_report(path: str) -> list[tuple[str, str, bool]]:
+def read_report(path: str) -> list[Item]:
     try:
         with open(path, encoding="utf-8") as fh:
             doc = json.load(fh)
@@ -341,7 +336,7 @@ def read_report(path: str) -> list[tuple[str, str, bool]]:
         raise Refused(f"pip's dry-run report cannot be read ({exc}); not run") from None
 
 
-def check_report(items: list[tuple[str, str, bool]], inventory: Inventory, may_move_torch: bool) -> list[Distribution]:
+def check_report(items: list[Item], inventory: Inventory, may_move_torch: bool) -> list[Distribution]:
     """Refuse what pip would do that fa-doctor may not; return the installed copies it would replace."""
     replaces: list[Distribution] = []
     for name, version, requested in items:
@@ -425,8 +420,8 @@ _QUIET = {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_TERMIN
 
 @dataclass(slots=True)
 class Proof:
-    install: InstallProof | None = None
-    uninstall: list[Distribution] = field(default_factory=list)
+    items: list[Item] | None = None  # what pip would install
+    saves: list[Distribution] = field(default_factory=list)  # the installed copies it takes out: saved first
     move: tuple[str, str] | None = None
     folder: str | None = None  # a build's own folder (the clone is in it)
 
@@ -514,19 +509,19 @@ class Runner:
                 proof.folder = tempfile.mkdtemp(prefix=f"build-{index}-", dir=self.workdir)
                 if self.reachable(index, action, proof.folder):
                     self.clone(action, proof.folder)
-                    proof.install = self.dry_run(action.install, action, proof.folder)
+                    proof.items, proof.saves = self.dry_run(action.install, action, proof.folder)
             elif isinstance(action, PipInstall):
-                proof.install = self.dry_run(action, action, self.workdir)
+                proof.items, proof.saves = self.dry_run(action, action, self.workdir)
             elif isinstance(action, PipUninstall):
-                proof.uninstall = check_uninstall(action, self.inventory)
-                for dist in proof.uninstall:
-                    J.record_files(dist.location, dist.metadata_dir)  # refused if its files are unknown
+                proof.saves = check_uninstall(action, self.inventory)
             elif isinstance(action, MovePath):
                 proof.move = check_move(action, self.inventory)
             elif isinstance(action, EditFile):
                 self.edit(index, action, dry_run=True)
             else:
                 raise Refused(f"not an action fa-doctor can run: {type(action).__name__}")
+            for dist in proof.saves:
+                J.record_files(dist.location, dist.metadata_dir)  # refused if its files are unknown: no undo
         except J.SnapshotError as exc:
             raise Refused(str(exc)) from None
 
@@ -550,7 +545,7 @@ class Runner:
         if not os.path.isdir(os.path.join(folder, action.requirement)):
             raise Refused(f"the clone of {action.repo} has no {action.subdir}/ folder")
 
-    def dry_run(self, pip: PipInstall, action: Action, cwd: str) -> InstallProof:
+    def dry_run(self, pip: PipInstall, action: Action, cwd: str) -> tuple[list[Item], list[Distribution]]:
         self.pip_version()
         report = tempfile.mktemp(prefix="report-", suffix=".json", dir=self.workdir)
         limit = min(self.limit(action), 300.0)
@@ -564,10 +559,7 @@ class Runner:
             why = "the package index cannot be reached" if NETWORK.search(text) else "pip cannot resolve this install"
             raise Refused(f"{why} (dry run): {text.strip().splitlines()[-1][:300] if text.strip() else 'no output'}")
         items = read_report(report)
-        replaces = check_report(items, self.inventory, action in self.torch_moves)
-        for dist in replaces:
-            J.record_files(dist.location, dist.metadata_dir)  # refused (SnapshotError) if it could not be put back
-        return InstallProof(items, replaces)
+        return items, check_report(items, self.inventory, action in self.torch_moves)
 
     def argv(self, pip: PipInstall) -> list[str]:
         """The action's argv for the target interpreter (whatever the plan recorded), its constraints in a file."""
@@ -588,13 +580,13 @@ class Runner:
             return (*self.move(index, action, *proof.move), None, "")
         if isinstance(action, EditFile):
             return (*self.edit(index, action, dry_run=False), None, "")
-        if isinstance(action, (PipInstall, BuildFromClone)) and proof.install is not None:
+        if isinstance(action, (PipInstall, BuildFromClone)) and proof.items is not None:
             pip = action.install if isinstance(action, BuildFromClone) else action
-            snaps = self.save(index, proof.install.replaces, [n for n, _, _ in proof.install.items])
+            snaps = self.save(index, proof.saves, [n for n, _, _ in proof.items])
             done = self.command(self.argv(pip), self.limit(action), proof.folder or self.workdir, pip.env)
             verb, failed = "pip", f"failed (exit {done.returncode})"
         elif isinstance(action, PipUninstall):
-            snaps = self.save(index, proof.uninstall, [])
+            snaps = self.save(index, proof.saves, [])
             done = self.command([self.python, *action.argv[1:]], self.limit(action), self.workdir)
             verb, failed = "pip uninstall", f"exited {done.returncode}"
         else:
@@ -605,11 +597,11 @@ class Runner:
             if verb == "pip" and NETWORK.search(text):
                 what += ": the package index cannot be reached"
             raise Failed(f"{verb} {what}", done.returncode, text)
-        if proof.install is None or verb != "pip":
+        if proof.items is None or verb != "pip":
             message = "uninstalled " + ", ".join(f"{s.name} {s.version}" for s in snaps)
         else:
             was = {s.name: s.version for s in snaps}
-            parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.install.items]
+            parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.items]
             message = "installed " + (", ".join(parts) or "nothing new")
         return message, self.book.entries[-1].undo, done.returncode, text
 
