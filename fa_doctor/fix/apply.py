@@ -1,8 +1,6 @@
-"""`fa-doctor fix --apply`: a transaction. Every step is proven before the first change (`Runner.prove`): the
-planner's own rule first (`diagnose.plan.feasible`, on the target as read now), then pip's resolver (`--dry-run
---report`) for an install, and the checks of an uninstall or a move; what cannot be proven is Refused. Then each
-runs (`Runner.run`), each change journalled with its undo; a failure or an interrupt puts back everything that can
-be put back. The stages are described in docs/fix.md ("Repairs")."""
+"""`fa-doctor fix --apply`: a transaction. Every step is proven before the first change (`Runner.prove`; what
+cannot be proven is Refused), then run (`Runner.run`), each change journalled with its undo; a failure or an
+interrupt puts back everything that can be put back. The proofs and stages: docs/fix.md ("Repairs")."""
 
 from __future__ import annotations
 

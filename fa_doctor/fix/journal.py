@@ -1,8 +1,6 @@
 """The journal of `fix --apply`: each change and how to put it back, in words and as data, rewritten and fsynced
-after each change so the next run can name and undo it after a SIGKILL; the undos: docs/fix.md. What an apply that
-did not finish left behind (SIGKILL, out of memory, power cut): `find` names its journal and saved copies for one
-target; `undo` puts back what is still in effect, `discard` keeps the environment and deletes them. An apply still
-running on the target is named, never touched."""
+after each change; the undos: docs/fix.md. What an apply that did not finish (SIGKILL, power cut) left behind is
+read back by `find`, put back by `undo` or kept by `discard`; an apply still running is named, never touched."""
 
 from __future__ import annotations
 
@@ -333,13 +331,13 @@ def _folders(sys_path: Sequence[str]) -> list[str]:
     return [f for f in out if os.path.isdir(f) and not os.path.islink(f)]
 
 
-def find(python: str, sys_path: Sequence[str], exclude: str | None = None, tmp: str | None = None) -> list[Leftover]:
+def find(python: str, sys_path: Sequence[str], exclude: str | None = None) -> list[Leftover]:
     """Every unfinished apply on the target `python` (its search path `sys_path`); `exclude`: this run's folder."""
     here = {os.path.abspath(p) for p in sys_path}
     target = os.path.abspath(python)
     claimed: set[str] = set()
     out: list[Leftover] = []
-    for path in _journals(tmp or tempfile.gettempdir(), exclude):
+    for path in _journals(tempfile.gettempdir(), exclude):
         try:
             book = load(path)
         except (ValueError, TypeError, AttributeError):
