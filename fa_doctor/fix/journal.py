@@ -8,6 +8,7 @@ import contextlib
 import csv
 import errno
 import functools
+import glob
 import json
 import os
 import shutil
@@ -321,14 +322,8 @@ def _journals(tmp: str, exclude: str | None) -> Iterator[str]:
 
 
 def _folders(sys_path: Sequence[str]) -> list[str]:
-    out = []
-    for entry in dict.fromkeys(sys_path):
-        try:
-            names = sorted(os.listdir(entry))
-        except OSError:
-            continue
-        out += [os.path.join(entry, n) for n in names if n.startswith(UNDO_PREFIX)]
-    return [f for f in out if os.path.isdir(f) and not os.path.islink(f)]
+    found = (sorted(glob.glob(os.path.join(glob.escape(p), UNDO_PREFIX + "*"))) for p in dict.fromkeys(sys_path) if p)
+    return [f for names in found for f in names if os.path.isdir(f) and not os.path.islink(f)]
 
 
 def find(python: str, sys_path: Sequence[str], exclude: str | None = None) -> list[Leftover]:
