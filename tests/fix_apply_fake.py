@@ -16,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+from fa_doctor.fix.apply import ApplyResult
+
 SITE_KEY = "site"
 
 FAKE_PYTHON = r"""#!{python}
@@ -242,6 +244,11 @@ def fake_git(folder: Path, mode: str = "") -> Path:
 
 def path_with(folder: Path) -> str:
     return f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+def unchanged(result: ApplyResult) -> bool:
+    """Nothing in the environment changed: no step remains in effect, and a failed one left nothing."""
+    return not result.ran and (result.failed is None or result.failed.left_unchanged)
 
 
 class SitePip:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from fix_apply_fake import Target, fake_git, path_with
+from fix_apply_fake import Target, fake_git, path_with, unchanged
 
 from fa_doctor.fix.apply import ApplyResult, apply
 from fa_doctor.model.actions import (
@@ -65,7 +65,7 @@ def test_everything_runs_in_order_from_a_folder_of_its_own(t: Target, tmp_path: 
     result = run(
         t, [UnsetEnv(N), pip(env=(("MAX_JOBS", "4"),)), move, EditFile(str(env_file), N)], progress=lines.append
     )
-    assert result.ok and not result.unchanged and result.not_run == () and result.journal is None
+    assert result.ok and not unchanged(result) and result.not_run == () and result.journal is None
     assert result.manual == (UnsetEnv(N),)
     assert result.ran[0].message == "installed flash-attn-4 4.0.0b36 (was flash-attn-4 4.0.0b35)".replace(
         "was flash-attn-4 ", "was "
@@ -101,7 +101,7 @@ def test_a_step_that_cannot_be_proven_refuses_the_whole_plan(t: Target, modes: d
     before = t.snapshot()
     result = run(t, [move, pip()])
     assert result.failed and result.failed.status == "refused" and words in result.failed.message, result.failed
-    assert result.unchanged and result.ran == () and [s.action for s in result.refused] == [pip()]
+    assert unchanged(result) and result.ran == () and [s.action for s in result.refused] == [pip()]
     assert Path(move.path).is_dir() and t.snapshot() == before
     assert t.installs(dry=False) == []
     assert "nothing was changed" in result.state
@@ -115,7 +115,7 @@ HANG_LIMIT = 2
 def test_a_dry_run_that_hangs_is_bounded(t: Target) -> None:
     t.behave(dry="hang")
     result = run(t, [pip()], timeout=HANG_LIMIT)
-    assert result.failed and f"did not finish in {HANG_LIMIT} s" in result.failed.message and result.unchanged
+    assert result.failed and f"did not finish in {HANG_LIMIT} s" in result.failed.message and unchanged(result)
 
 
 @pytest.mark.parametrize(
@@ -131,7 +131,7 @@ def test_a_failing_install_is_put_back_byte_for_byte(t: Target, mode: str, words
     result = run(t, [move, pip(), RunCommand(("true",))], timeout=HANG_LIMIT)
     assert result.failed and words in result.failed.message and result.failed.left_unchanged, result.failed
     assert "its changes were undone" in result.failed.message
-    assert [s.status for s in result.undone] == ["undone"] and result.ran == () and result.unchanged
+    assert [s.status for s in result.undone] == ["undone"] and result.ran == () and unchanged(result)
     assert t.snapshot() == before and Path(move.path).is_dir() and not Path(move.backup).exists()
     assert t.leftovers() == [] and "as it was before" in result.state
     assert result.manual == (RunCommand(("true",)),)
@@ -310,7 +310,7 @@ def test_a_clone_that_fails_refuses_the_plan(t: Target, tmp_path: Path, monkeypa
         monkeypatch.setenv(name, value)
     build = BuildFromClone("/p/python", REPO, "hopper", ("--no-deps",), ("torch==2.11.0",))
     result = run(t, [build])
-    assert result.failed and "git clone of" in result.failed.message and result.unchanged
+    assert result.failed and "git clone of" in result.failed.message and unchanged(result)
 
 
 def _sigint_at(line_start: str) -> object:
@@ -360,7 +360,7 @@ def test_read_only_site_packages_is_refused(t: Target, monkeypatch: pytest.Monke
 
 def test_only_shell_actions_and_diagnostics_mean_nothing_runs(t: Target) -> None:
     result = run(t, [SetEnv(N, "3"), UnsetEnv("CUTE_DSL_ARCH"), RunCommand(("nvidia-smi",))])
-    assert result.ok and result.unchanged and result.ran == () and len(result.manual) == 3 and t.calls() == []
+    assert result.ok and unchanged(result) and result.ran == () and len(result.manual) == 3 and t.calls() == []
 
 
 def test_real_pip_with_an_unreachable_index(tmp_path: Path) -> None:
@@ -374,7 +374,7 @@ def test_real_pip_with_an_unreachable_index(tmp_path: Path) -> None:
     )
     result = apply([action], python=python, timeout=60, sys_path=[str(tmp_path / "empty")])
     assert result.failed and "the package index cannot be reached (dry run)" in result.failed.message
-    assert result.unchanged and not target.exists()
+    assert unchanged(result) and not target.exists()
 
 
 @pytest.mark.parametrize(("pin", "ok"), [("demo-pkg==1.0", True), ("demo-pkg==2.0", False)])
@@ -392,7 +392,7 @@ def test_real_pip_against_a_local_wheel_folder(tmp_path: Path, pin: str, ok: boo
         assert (target / "demo_pkg" / "__init__.py").exists()
     else:
         assert result.failed and "pip cannot resolve this install (dry run)" in result.failed.message
-        assert result.unchanged and not target.exists()
+        assert unchanged(result) and not target.exists()
 
 
 def test_the_journal_stays_when_something_went_wrong(t: Target) -> None:

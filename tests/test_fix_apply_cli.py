@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fakeenv import FakeEnv
+from fix_apply_fake import unchanged
 from test_cli_signals import paused
 
 from fa_doctor.model.actions import BuildFromClone, PipUninstall
@@ -81,7 +82,7 @@ def test_apply_never_runs_an_uninstall_of_torch(fenv: FakeEnv) -> None:
 
     fenv.torch()
     result = apply([PipUninstall(fenv.python, ("torch",))], python=fenv.python, timeout=30)
-    assert result.failed and "never uninstalls it" in result.failed.message and result.unchanged
+    assert result.failed and "never uninstalls it" in result.failed.message and unchanged(result)
 
 
 PLANT = "import os; open(os.path.join(os.environ['MARK'], 'PWNED'), 'w')\n"

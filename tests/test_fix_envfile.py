@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fa_doctor.fix.envfile import MAX_BYTES, edit, rewrite
+from fa_doctor.fix.dialects import apply, detect, line_of, plan
+from fa_doctor.fix.envfile import MAX_BYTES, edit
 
 N = "SGLANG_FLASHATTENTION_VERSION"
 
@@ -235,6 +236,15 @@ def test_invalid_set_value(tmp_path: Path) -> None:
         result = edit(str(path), set_value=bad, dry_run=False)
         assert result.error and "2, 3 or 4" in result.error and not result.changed
     assert path.read_bytes() == f"{N}=3\n".encode()
+
+
+def rewrite(text: str, value: str | None) -> tuple[str, list[int]]:
+    """The text as the edit writes it back, and the 1-based numbers of the lines that changed."""
+    edits = plan(detect("", text), text, value)
+    assert not edits.refusals, edits.refusals
+    return apply(text, edits.changes), sorted(
+        {line_of(text, c.start) for c in edits.changes if text[c.start : c.end] != c.new}
+    )
 
 
 def test_only_lf_splits_lines() -> None:

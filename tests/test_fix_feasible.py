@@ -225,7 +225,7 @@ def _synthetic(facts: Facts, env: FakeEnv) -> list[Finding]:
 @settings(max_examples=30, deadline=None)
 @given(s=SCENARIOS)
 def test_property_the_planner_marks_as_doable_exactly_what_apply_proves(venv: FakeEnv, s: dict[str, object]) -> None:
-    from fa_doctor.fix import proofs
+    from fa_doctor.fix import apply as proofs
 
     _install(venv, s)
     with tempfile.TemporaryDirectory() as tmp:

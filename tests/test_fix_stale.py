@@ -23,7 +23,7 @@ from fa_doctor.commands.fix import FixOptions, run
 from fa_doctor.model.options import CheckOptions
 
 try:
-    from fa_doctor.fix import stale
+    from fa_doctor.fix import journal as stale
 except ImportError:  # before the journal was named (the tests then fail on what the next apply does)
     stale = None  # type: ignore[assignment]
 

@@ -19,7 +19,7 @@ from fa_doctor.render.shell import describe, render
 if TYPE_CHECKING:
     from fa_doctor.fix.apply import ApplyResult, Progress
     from fa_doctor.fix.envfile import EditResult
-    from fa_doctor.fix.stale import Leftover
+    from fa_doctor.fix.journal import Leftover
     from fa_doctor.probes.target import TargetProbe
 
 Confirm = Callable[[tuple[PlanStep, ...]], bool]
@@ -164,7 +164,7 @@ def run(
     """Plan; with `apply`, confirm, apply, re-check (with `dry_run`: prove only). `undo` / `discard_journal`
     resolve an unfinished apply's journal instead. TargetError propagates (exit code 2)."""
     from fa_doctor.commands import check
-    from fa_doctor.fix import stale
+    from fa_doctor.fix import journal as stale
 
     before = check.run(options.check, progress, pending)
     steps, groups = _choose(before.findings, options.only, options.allow_torch_change)
@@ -218,7 +218,7 @@ def run(
 def _resolve(options: FixOptions, planned: Result, progress: Progress | None) -> Result:
     """--undo / --discard-journal: act on the unfinished applies of this target, then check again."""
     from fa_doctor.commands import check
-    from fa_doctor.fix import stale
+    from fa_doctor.fix import journal as stale
 
     target = planned.check.target
     python = target.executable if target else (options.check.python or "python3")

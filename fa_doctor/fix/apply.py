@@ -1,29 +1,50 @@
-"""`fa-doctor fix --apply`: a transaction. Every step is proven before the first change (`Runner.prove`, `proofs`),
-then run (`Runner.run`), each change journalled with its undo; a failure or an interrupt puts back everything
-that can be put back. The stages are described in docs/fix.md ("Repairs")."""
+"""`fa-doctor fix --apply`: a transaction. Every step is proven before the first change (`Runner.prove`; what
+cannot be proven is Refused), then run (`Runner.run`), each change journalled with its undo; a failure or an
+interrupt puts back everything that can be put back. The proofs and stages: docs/fix.md ("Repairs")."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Collection, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
+from fa_doctor.catalog import names
+from fa_doctor.catalog.families import normalize
 from fa_doctor.diagnose.plan import feasible
 from fa_doctor.fix import journal as J
-from fa_doctor.fix import proofs, stale
-from fa_doctor.fix.proofs import NETWORK, Failed, Inventory, Refused, forget_listings
-from fa_doctor.fix.stale import Leftover
 from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall, runnable
 from fa_doctor.model.install import Distribution
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.process import children, interrupt, proc
 from fa_doctor.render.shell import describe
+
+# pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
+NETWORK = re.compile(
+    r"Failed to establish a new connection|NewConnectionError|Temporary failure in name resolution|"
+    r"Name or service not known|Network is unreachable|Connection refused|ConnectTimeoutError|ReadTimeoutError|"
+    r"Max retries exceeded|Could not fetch URL|ProxyError|SSLError|Connection (?:aborted|reset)|"
+    r"No route to host|Read timed out|Connection timed out|Could not resolve host|unable to access",
+    re.IGNORECASE,
+)
+
+
+class Failed(Exception):
+    """A step ran and failed (its exit code and output kept for the report)."""
+
+    def __init__(self, message: str, returncode: int | None = None, output: str = "") -> None:
+        super().__init__(message)
+        self.returncode, self.output = returncode, output
+
+
+class Refused(Exception):
+    """The step cannot be proven safe; nothing was changed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +77,7 @@ class ApplyResult:
     state: str = ""  # one sentence: what the environment holds now
     proven: tuple[Step, ...] = ()  # dry run: the steps that would run
     dry_run: bool = False
-    leftovers: tuple[Leftover, ...] = ()  # an earlier apply on this target that did not finish
+    leftovers: tuple[J.Leftover, ...] = ()  # an earlier apply on this target that did not finish
 
     @property
     def ok(self) -> bool:
@@ -66,11 +87,6 @@ class ApplyResult:
     def blocked(self) -> bool:
         """Refused for an earlier apply's leftovers (or one still running): nothing was tried."""
         return bool(self.leftovers) and not self.dry_run
-
-    @property
-    def unchanged(self) -> bool:
-        """Nothing in the environment changed: no step remains in effect, and a failed one left nothing."""
-        return not self.ran and (self.failed is None or self.failed.left_unchanged)
 
 
 Progress = Callable[[str], None]
@@ -95,7 +111,7 @@ def apply(
     pairs = [(a, g) for a, g in zip(actions, group_of, strict=True) if runnable(a)]
     if not pairs:
         return ApplyResult((), None, (), manual, state="nothing was changed", dry_run=dry_run)
-    workdir = tempfile.mkdtemp(prefix=stale.PREFIX)  # 0700, ours alone
+    workdir = tempfile.mkdtemp(prefix=J.PREFIX)  # 0700, ours alone
     book = J.Journal(os.path.join(workdir, "journal.json"))
     runner = Runner(python, workdir, book, timeout, set(torch_moves))
     runner.actions, runner.manual = [a for a, _ in pairs], manual
@@ -121,7 +137,7 @@ def apply(
                         os.unlink(entry.path)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-        forget_listings()  # the re-check must read the folders again
+        J.forget_listings()  # the re-check must read the folders again
 
 
 def _transaction(
@@ -136,7 +152,7 @@ def _transaction(
         step = Step(runnable[0], describe(runnable[0]), False, str(exc), left_unchanged=True, status="refused")
         return ApplyResult((), step, tuple(runnable[1:]), manual, refused=(step,), state="nothing was changed",
                            dry_run=dry_run)  # fmt: skip
-    left = tuple(stale.find(runner.python, runner.sys_path, exclude=runner.workdir))
+    left = tuple(J.find(runner.python, runner.sys_path, exclude=runner.workdir))
     if left and not dry_run:
         busy = any(x.running is not None for x in left)
         why = "another fix --apply is changing" if busy else "an earlier fix --apply did not finish on"
@@ -262,6 +278,139 @@ def ended(
     )  # fmt: skip
 
 
+# ---- the proofs ------------------------------------------------------------------------------------------------------
+
+
+Item = tuple[str, str, bool]  # what pip's report says it would install: (name, version, requested)
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """The target's distributions, read from its search path just before the proofs."""
+
+    copies: Mapping[str, tuple[Distribution, ...]]  # normalised name -> copies, first on the path first
+    protected: frozenset[str]  # torch and every exact pin of an installed server
+
+    def first(self, name: str) -> Distribution | None:
+        found = self.copies.get(normalize(name), ())
+        return found[0] if found else None
+
+
+def read_inventory(sys_path: Sequence[str]) -> Inventory:
+    copies: dict[str, list[Distribution]] = {}
+    for dist in J.scan(sys_path, lambda name: True):
+        copies.setdefault(dist.normalized, []).append(dist)
+    servers = [copies[normalize(s)][0] for s in names.SERVERS if copies.get(normalize(s))]
+    return Inventory({k: tuple(v) for k, v in copies.items()}, feasible.protected_names(servers))
+
+
+def ground(inventory: Inventory, sys_path: Sequence[str], env: Mapping[str, str]) -> feasible.Ground:
+    """The ground the feasibility rule reads, from the target as it is now (the planner read it from the check)."""
+    from fa_doctor.probes.compiler import find_git, find_nvcc
+    from fa_doctor.probes.torch_build import read_torch_build
+
+    build = read_torch_build(sys_path) if inventory.first(names.TORCH) is not None else None
+    dists = [d for copies in inventory.copies.values() for d in copies]
+    cuda = build is not None and bool(build.cuda)
+    return feasible.ground_from(dists, cuda_torch=cuda, nvcc=find_nvcc(env), git=find_git(env))
+
+
+def check_feasible(action: Action, ground: feasible.Ground, torch_move: bool) -> None:
+    """The planner's rule, asked again on the target as it is now: what it refuses is refused here."""
+    why = feasible.refusal(action, ground, torch_move=torch_move, allow_torch_change=torch_move)
+    if why is not None:
+        raise Refused(f"{why}; not run")
+
+
+def read_report(path: str) -> list[Item]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        return [
+            (normalize(str(i["metadata"]["name"])), str(i["metadata"]["version"]), bool(i.get("requested")))
+            for i in doc.get("install", [])
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise Refused(f"pip's dry-run report cannot be read ({exc}); not run") from None
+
+
+def check_report(items: list[Item], inventory: Inventory, may_move_torch: bool) -> list[Distribution]:
+    """Refuse what pip would do that fa-doctor may not; return the installed copies it would replace."""
+    replaces: list[Distribution] = []
+    for name, version, requested in items:
+        copies = inventory.copies.get(name, ())
+        have = copies[0] if copies else None
+        if name == names.TORCH and not may_move_torch and not (have is None and requested):
+            # A torch the step names where none is installed changes nothing: that install is the repair.
+            verb = f"replace torch {have.version} with {version}" if have else f"install torch {version}"
+            raise Refused(f"pip would {verb}; fa-doctor never changes torch without --allow-torch-change")
+        if name in inventory.protected and name != names.TORCH and have is not None:
+            if have.version != version:
+                raise Refused(f"pip would replace {name} {have.version}, which the server pins, with {version}")
+            if not requested:
+                raise Refused(f"pip would reinstall {name}, which the server pins, though the step does not name it")
+        if len(copies) > 1:
+            where = ", ".join(f"{c.version} in {c.location}" for c in copies)
+            raise Refused(
+                f"{name} has {len(copies)} copies on the path ({where}): pip would replace the first, the one the "
+                "server imports; move the shadowed copy aside first"
+            )
+        if have is not None:
+            if not os.access(have.location, os.W_OK):
+                raise Refused(f"{have.location} is not writable: pip cannot replace {name} there")
+            replaces.append(have)
+    return replaces
+
+
+def check_uninstall(action: PipUninstall, inventory: Inventory) -> list[Distribution]:
+    """The copies it removes (torch, the server's pins and names with two copies were refused by `feasible`)."""
+    out = []
+    for raw in action.names:
+        copies = inventory.copies.get(normalize(raw), ())
+        if not copies:
+            raise Refused(f"{raw} is not installed; nothing to uninstall")
+        if not os.access(copies[0].location, os.W_OK):
+            raise Refused(f"{copies[0].location} is not writable")
+        out.append(copies[0])
+    return out
+
+
+def _real(path: str) -> str:
+    """The folder resolved, the last name kept (a symlink is moved as a link)."""
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path != root and path.startswith(root.rstrip("/") + "/")
+
+
+def check_move(action: MovePath, inventory: Inventory) -> tuple[str, str]:
+    """(source, destination) resolved, once proven."""
+    root = os.path.realpath(action.root)
+    src, dst = _real(action.path), _real(action.backup)
+    if not (_inside(src, root) and _inside(dst, root)):
+        raise Refused(f"{action.path} or its backup resolves outside {action.root}; not moved")
+    if not os.path.lexists(src):
+        raise Refused(f"{action.path} is gone already; nothing to move")
+    if os.path.lexists(dst):
+        raise Refused(f"{action.backup} exists; not moved (nothing is overwritten)")
+    try:
+        same = os.stat(os.path.dirname(src)).st_dev == os.stat(os.path.dirname(dst)).st_dev
+    except OSError as exc:
+        raise Refused(f"cannot read {os.path.dirname(dst)}: {exc.strerror or exc}; not moved") from None
+    if not same:
+        raise Refused(f"{action.backup} is on another filesystem than {action.path}; not moved")
+    for folder in {os.path.dirname(src), os.path.dirname(dst)}:
+        if not os.access(folder, os.W_OK):
+            raise Refused(f"{folder} is not writable; not moved")
+    dists = [d for d in map(inventory.first, sorted(inventory.protected)) if d is not None]
+    for path, label in (owned for d in dists for owned in feasible.owned_paths(d)):
+        path = _real(path)
+        if src == path or _inside(path, src) or _inside(src, path):
+            raise Refused(f"{action.path} holds the {label} the server imports; not moved")
+    return src, dst
+
+
 # ---- the steps: proven, then run ------------------------------------------------------------------------------------
 
 _QUIET = {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_TERMINAL_PROMPT": "0"}
@@ -269,8 +418,8 @@ _QUIET = {"PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "GIT_TERMIN
 
 @dataclass(slots=True)
 class Proof:
-    install: proofs.InstallProof | None = None
-    uninstall: list[Distribution] = field(default_factory=list)
+    items: list[Item] | None = None  # what pip would install
+    saves: list[Distribution] = field(default_factory=list)  # the installed copies it takes out: saved first
     move: tuple[str, str] | None = None
     folder: str | None = None  # a build's own folder (the clone is in it)
 
@@ -331,8 +480,8 @@ class Runner:
             except TargetError as exc:
                 raise Refused(f"the target's search path cannot be read: {exc}") from None
         self.sys_path = tuple(sys_path)
-        self.inventory = proofs.read_inventory(self.sys_path)
-        self.ground = proofs.ground(self.inventory, self.sys_path, os.environ)
+        self.inventory = read_inventory(self.sys_path)
+        self.ground = ground(self.inventory, self.sys_path, os.environ)
         self.book.python, self.book.sys_path = os.path.abspath(self.python), self.sys_path
 
     def pip_version(self) -> None:
@@ -353,24 +502,24 @@ class Runner:
     def prove(self, index: int, action: Action) -> None:
         proof = self.proofs.setdefault(index, Proof())
         try:
-            proofs.check_feasible(action, self.ground, action in self.torch_moves)  # the planner's rule, first
+            check_feasible(action, self.ground, action in self.torch_moves)  # the planner's rule, first
             if isinstance(action, BuildFromClone):
                 proof.folder = tempfile.mkdtemp(prefix=f"build-{index}-", dir=self.workdir)
                 if self.reachable(index, action, proof.folder):
                     self.clone(action, proof.folder)
-                    proof.install = self.dry_run(action.install, action, proof.folder)
+                    proof.items, proof.saves = self.dry_run(action.install, action, proof.folder)
             elif isinstance(action, PipInstall):
-                proof.install = self.dry_run(action, action, self.workdir)
+                proof.items, proof.saves = self.dry_run(action, action, self.workdir)
             elif isinstance(action, PipUninstall):
-                proof.uninstall = proofs.check_uninstall(action, self.inventory)
-                for dist in proof.uninstall:
-                    J.record_files(dist.location, dist.metadata_dir)  # refused if its files are unknown
+                proof.saves = check_uninstall(action, self.inventory)
             elif isinstance(action, MovePath):
-                proof.move = proofs.check_move(action, self.inventory)
+                proof.move = check_move(action, self.inventory)
             elif isinstance(action, EditFile):
                 self.edit(index, action, dry_run=True)
             else:
                 raise Refused(f"not an action fa-doctor can run: {type(action).__name__}")
+            for dist in proof.saves:
+                J.record_files(dist.location, dist.metadata_dir)  # refused if its files are unknown: no undo
         except J.SnapshotError as exc:
             raise Refused(str(exc)) from None
 
@@ -394,7 +543,7 @@ class Runner:
         if not os.path.isdir(os.path.join(folder, action.requirement)):
             raise Refused(f"the clone of {action.repo} has no {action.subdir}/ folder")
 
-    def dry_run(self, pip: PipInstall, action: Action, cwd: str) -> proofs.InstallProof:
+    def dry_run(self, pip: PipInstall, action: Action, cwd: str) -> tuple[list[Item], list[Distribution]]:
         self.pip_version()
         report = tempfile.mktemp(prefix="report-", suffix=".json", dir=self.workdir)
         limit = min(self.limit(action), 300.0)
@@ -407,11 +556,8 @@ class Runner:
             text = _tail(done)
             why = "the package index cannot be reached" if NETWORK.search(text) else "pip cannot resolve this install"
             raise Refused(f"{why} (dry run): {text.strip().splitlines()[-1][:300] if text.strip() else 'no output'}")
-        items = proofs.read_report(report)
-        replaces = proofs.check_report(items, self.inventory, action in self.torch_moves)
-        for dist in replaces:
-            J.record_files(dist.location, dist.metadata_dir)  # refused (SnapshotError) if it could not be put back
-        return proofs.InstallProof(items, replaces)
+        items = read_report(report)
+        return items, check_report(items, self.inventory, action in self.torch_moves)
 
     def argv(self, pip: PipInstall) -> list[str]:
         """The action's argv for the target interpreter (whatever the plan recorded), its constraints in a file."""
@@ -432,13 +578,13 @@ class Runner:
             return (*self.move(index, action, *proof.move), None, "")
         if isinstance(action, EditFile):
             return (*self.edit(index, action, dry_run=False), None, "")
-        if isinstance(action, (PipInstall, BuildFromClone)) and proof.install is not None:
+        if isinstance(action, (PipInstall, BuildFromClone)) and proof.items is not None:
             pip = action.install if isinstance(action, BuildFromClone) else action
-            snaps = self.save(index, proof.install.replaces, [n for n, _, _ in proof.install.items])
+            snaps = self.save(index, proof.saves, [n for n, _, _ in proof.items])
             done = self.command(self.argv(pip), self.limit(action), proof.folder or self.workdir, pip.env)
             verb, failed = "pip", f"failed (exit {done.returncode})"
         elif isinstance(action, PipUninstall):
-            snaps = self.save(index, proof.uninstall, [])
+            snaps = self.save(index, proof.saves, [])
             done = self.command([self.python, *action.argv[1:]], self.limit(action), self.workdir)
             verb, failed = "pip uninstall", f"exited {done.returncode}"
         else:
@@ -449,11 +595,11 @@ class Runner:
             if verb == "pip" and NETWORK.search(text):
                 what += ": the package index cannot be reached"
             raise Failed(f"{verb} {what}", done.returncode, text)
-        if proof.install is None or verb != "pip":
+        if proof.items is None or verb != "pip":
             message = "uninstalled " + ", ".join(f"{s.name} {s.version}" for s in snaps)
         else:
             was = {s.name: s.version for s in snaps}
-            parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.install.items]
+            parts = [f"{n} {v}" + (f" (was {was[n]})" if n in was else " (new)") for n, v, _ in proof.items]
             message = "installed " + (", ".join(parts) or "nothing new")
         return message, self.book.entries[-1].undo, done.returncode, text
 

@@ -4,10 +4,9 @@ files are refused. Each dialect returns a Plan: spans to replace, or the lines t
 
 from __future__ import annotations
 
-import functools
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from fa_doctor.probes.environment import OVERRIDE
@@ -23,11 +22,7 @@ _HIDING = re.compile(r"\\\r?\n|['\"\\]")
 
 
 class Unsafe(Exception):
-    """The file is left alone: `line` (1-based) and a reason a person can act on."""
-
-    def __init__(self, line: int, reason: str) -> None:
-        super().__init__(f"line {line}: {reason}")
-        self.line, self.reason = line, reason
+    """The file is left alone; its args: the line (1-based) and a reason a person can act on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,14 +191,13 @@ def detect(path: str, text: str) -> str:
     return "dotenv" if _DOTENV_SPACED.search(text) else "sh"
 
 
-def planner(dialect: str) -> Callable[[str, str | None], Plan]:
+def plan(dialect: str, text: str, value: str | None) -> Plan:
+    """The edits of `text` in `dialect`. A shell fa-doctor does not read is refused: every line that names the
+    variable (any case: PowerShell's are not case-sensitive), or the whole file where none does (code it sources
+    may still set it)."""
     plans = {"sh": sh_plan, "systemd": systemd_plan, "dotenv": dotenv_plan}
-    return plans.get(dialect) or functools.partial(refused, dialect)
-
-
-def refused(dialect: str, text: str, value: str | None) -> Plan:
-    """A shell fa-doctor does not read: every line that names the variable (any case: PowerShell's are not
-    case-sensitive), or the whole file where none does (code it sources may still set it)."""
+    if dialect in plans:
+        return plans[dialect](text, value)
     out, why = Plan(), f"fa-doctor does not edit {dialect} files; remove or change it by hand"
     for m in re.finditer(re.escape(N), text, re.I):
         out.refuse(line_of(text, m.start()), f"names {N}: {why}")
@@ -349,7 +343,7 @@ def systemd_plan(text: str, value: str | None) -> Plan:
         try:
             words = _words(text, m.end(), end, line_of(text, start))
         except Unsafe as e:
-            out.refuse(e.line, e.reason)
+            out.refuse(*e.args)
             continue
         mine = [k for k, w in enumerate(words) if unquote_name(w.text) == N]
         for w in words:
@@ -970,7 +964,7 @@ def sh_plan(text: str, value: str | None, depth: int = 0) -> Plan:
             p.check(cmd)
             p.out.refusals = kept
     except Unsafe as e:
-        p.out.refuse(e.line, e.reason)
+        p.out.refuse(*e.args)
     else:
         p.check_mentions()
     return p.out

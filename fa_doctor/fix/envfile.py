@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 
 from fa_doctor.diagnose.derive import VALID
-from fa_doctor.fix.dialects import apply, detect, line_of, planner
+from fa_doctor.fix.dialects import apply, detect, plan
 from fa_doctor.probes.environment import OVERRIDE
 from fa_doctor.probes.files import NotRegular, open_regular
 from fa_doctor.render.scrub import hide_secret_values
@@ -167,27 +167,23 @@ class EditResult:
     notes: tuple[str, ...] = ()
 
 
-def rewrite(text: str, value: str | None, dialect: str | None = None, path: str = "FILE") -> tuple[str, list[int]]:
-    """The whole text rewritten, and the 1-based numbers of the lines that changed. Raises ValueError."""
-    return _rewrite(path, text, value, dialect or detect("", text))[:2]
-
-
-def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str, list[int], list[str]]:
-    """Raises ValueError naming PATH:LINE for every line that may set the override in a form not edited."""
+def _rewrite(path: str, text: str, value: str | None, dialect: str) -> tuple[str, list[str]]:
+    """The whole text rewritten, and the dialect's notes. Raises ValueError naming PATH:LINE for every line that
+    may set the override in a form not edited."""
     try:
-        plan = planner(dialect)(text, value)
+        edits = plan(dialect, text, value)
     except RecursionError:
         raise ValueError(f"{path}: it nests substitutions or blocks too deeply for fa-doctor") from None
-    if plan.refusals:
-        lines = sorted(plan.refusals.items())
+    if edits.refusals:
+        lines = sorted(edits.refusals.items())
         said = [f"{path}:{line}: {why}" for line, why in lines[:_SHOWN]]
         more = [f"and {len(lines) - _SHOWN} more lines"] if len(lines) > _SHOWN else []
         raise ValueError("; ".join([*said, *more]) + f"; fa-doctor cannot prove that {path} leaves {OVERRIDE} alone")
     try:
-        new = apply(text, plan.changes)
+        new = apply(text, edits.changes)
     except ValueError:
         raise ValueError(f"{path}: fa-doctor found overlapping edits") from None
-    return new, sorted({line_of(text, c.start) for c in plan.changes if text[c.start : c.end] != c.new}), plan.notes
+    return new, edits.notes
 
 
 def _diff(path: str, old: str, new: str) -> str:
@@ -216,7 +212,7 @@ def edit(path: str, *, set_value: int | None, dry_run: bool) -> EditResult:
     except ValueError:  # a NUL byte in the path
         return EditResult(path, False, error=f"{path!r} is not a usable path")
     try:
-        new, _changed, notes = _rewrite(path, text, value, detect(path, text))
+        new, notes = _rewrite(path, text, value, detect(path, text))
     except ValueError as e:
         return EditResult(path, False, error=f"{e}; the file is unchanged: edit it by hand")
     if new == text:
