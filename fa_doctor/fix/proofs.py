@@ -76,7 +76,7 @@ def read_inventory(sys_path: Sequence[str]) -> Inventory:
 
 def ground(inventory: Inventory, sys_path: Sequence[str], env: Mapping[str, str]) -> feasible.Ground:
     """The ground the feasibility rule reads, from the target as it is now (the planner read it from the check)."""
-    from fa_doctor.probes.compiler import find_git, find_nvcc
+    from fa_doctor.probes.environment import find_git, find_nvcc
     from fa_doctor.probes.torch_build import read_torch_build
 
     build = read_torch_build(sys_path) if inventory.first(names.TORCH) is not None else None

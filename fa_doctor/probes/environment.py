@@ -1,9 +1,11 @@
-"""The environment variables that pin or steer an FA version, captured once."""
+"""What the environment says: the variables that pin or steer an FA version (captured once), the tools a source build
+would use (found where torch.utils.cpp_extension looks; nothing is run), and the calling shell."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import shutil
+from collections.abc import Callable, Mapping
 
 OVERRIDE = "SGLANG_FLASHATTENTION_VERSION"
 
@@ -37,3 +39,51 @@ def capture(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The knobs that are set (empty strings included: an empty override is a mistake worth naming)."""
     source = os.environ if env is None else env
     return {name: source[name] for name in (*KNOBS, *CONTEXT) if name in source}
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def find_nvcc(env: Mapping[str, str]) -> str | None:
+    """nvcc under `CUDA_HOME` (or `CUDA_PATH`), else on `PATH`, else in `/usr/local/cuda`; or None."""
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        home = env.get(name, "")
+        if home and os.path.isabs(home):
+            nvcc = os.path.join(home, "bin", "nvcc")
+            return nvcc if _executable(nvcc) else None  # cpp_extension takes this toolkit, nvcc or not
+    default = "/usr/local/cuda/bin/nvcc"
+    return shutil.which("nvcc", path=env.get("PATH", "")) or (default if _executable(default) else None)
+
+
+def find_git(env: Mapping[str, str]) -> str | None:
+    return shutil.which("git", path=env.get("PATH", ""))
+
+
+# Names a process or $SHELL may carry, mapped to the syntax fa-doctor prints for it.
+_SHELLS = {
+    **dict.fromkeys(("sh", "dash", "ash", "busybox", "ksh", "mksh", "yash"), "sh"),
+    **{name: name for name in ("bash", "zsh", "fish")},
+    **dict.fromkeys(("pwsh", "powershell"), "powershell"),
+}
+
+
+def _known(name: str | None) -> str | None:
+    """The syntax for a process name or $SHELL (a login shell's argv[0] is -bash; on Windows, pwsh.exe)."""
+    return _SHELLS.get(os.path.basename(name.strip()).lower().removeprefix("-").removesuffix(".exe")) if name else None
+
+
+def _shellingham() -> str | None:
+    try:
+        import shellingham  # type: ignore[import-untyped]  # a dependency; imported only when used
+
+        name, _path = shellingham.detect_shell()
+    except Exception:  # not installed, shellingham.ShellDetectionFailure, or /proc unreadable
+        return None
+    return str(name)
+
+
+def detect_shell(env: Mapping[str, str], probe: Callable[[], str | None] = _shellingham) -> str:
+    """For `fix --unset-override`: the nearest known shell among our ancestors (shellingham reads the process tree),
+    else $SHELL, else sh."""
+    return _known(probe()) or _known(env.get("SHELL")) or "sh"

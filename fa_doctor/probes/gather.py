@@ -39,8 +39,7 @@ def gather(
 ) -> Facts:
     """Run the probes: the GPU in the background; the target (its path drives the rest), then the disk.
     `meanwhile` runs while the target's interpreter starts (the caller imports what follows the answer)."""
-    from fa_doctor.probes import environment
-    from fa_doctor.probes.compiler import find_git, find_nvcc
+    from fa_doctor.probes.environment import capture, find_git, find_nvcc
     from fa_doctor.probes.gpu import early_answer, probe_gpus
 
     python = options.python or sys.executable
@@ -73,5 +72,5 @@ def gather(
     gpu_facts = gpu_box.get("v") or GpuFacts(
         "none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"), ("the GPU probe did not finish in time",)
     )
-    knobs, arch = environment.capture(env), options.gpu_arch or ()
+    knobs, arch = capture(env), options.gpu_arch or ()
     return Facts(target, gpu_facts, torch, scan, knobs, sglang, options.flags, arch, find_nvcc(env), find_git(env))
