@@ -88,11 +88,6 @@ def read(path: str, limit: int) -> FileRead:
     return FileRead(path, data[:limit], truncated=len(data) > limit)
 
 
-def read_text(path: str, limit: int) -> str | None:
-    """The file as UTF-8 text (bad bytes replaced), or None when it cannot be read for any reason."""
-    return read(path, limit).text()
-
-
 def creatable(folder: str) -> bool:
     """Whether `mkdir -p folder` would succeed for this user (stat and access only: nothing is created)."""
     path = os.path.abspath(folder)

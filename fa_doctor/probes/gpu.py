@@ -18,7 +18,7 @@ from itertools import takewhile
 from typing import Any, TypeVar
 
 from fa_doctor.model.machine import GpuDevice, GpuFacts
-from fa_doctor.probes.files import read_text
+from fa_doctor.probes.files import read
 from fa_doctor.process import proc
 from fa_doctor.process.bounded import Deadline, bounded
 
@@ -198,7 +198,7 @@ def _driver_present() -> bool:
 
 
 def _proc_driver_version() -> str | None:
-    text = read_text(_PROC_VERSION, 4096)
+    text = read(_PROC_VERSION, 4096).text()
     m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9]+(?:\.[0-9]+)+)", text) if text else None
     return m.group(1) if m else None
 

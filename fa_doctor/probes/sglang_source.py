@@ -34,26 +34,10 @@ _FA4_HOMES = (
     ("sglang/kernels/ops/attention/flash_attn/cute/interface.py", "sglang.kernels.ops.attention.flash_attn.cute"),
     ("sglang/jit_kernel/flash_attn/cute/interface.py", "sglang.jit_kernel.flash_attn.cute"),
 )
-_CHOICES_START = re.compile(r"^ATTENTION_BACKEND_CHOICES\s*=\s*\[", re.MULTILINE)
-_QUOTED = re.compile(r"""["']([A-Za-z0-9_.-]{1,64})["']""")
 
 
 def _text(path: str) -> str:
-    return files.read_text(path, 4 << 20) or ""  # never blocks on a FIFO, bounded in size
-
-
-def backend_choices(text: str) -> frozenset[str] | None:
-    """The names in `ATTENTION_BACKEND_CHOICES = [...]` of one source file, None when it has no such list."""
-    start = _CHOICES_START.search(text)
-    if start is None:
-        return None
-    found: set[str] = set()
-    for line in text[start.end() : start.end() + 20_000].splitlines():
-        code = line.split("#", 1)[0]
-        found.update(_QUOTED.findall(code.split("]", 1)[0]))
-        if "]" in code:
-            return frozenset(found) or None
-    return None  # no closing bracket nearby: not a list this can read
+    return files.read(path, 4 << 20).text() or ""  # never blocks on a FIFO, bounded in size
 
 
 def sources(root: str) -> dict[str, str]:

@@ -201,11 +201,6 @@ def run(
     return Child(argv, env=env, cwd=cwd, preexec=preexec).collect(timeout, max_output=max_output, grace=grace)
 
 
-def live() -> list[int]:
-    """Pids of the children started here and not yet collected."""
-    return list(_LIVE)
-
-
 def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
     """End every live child, any other child of ours (caught half-way through its start) and their leftovers:
     ``sig`` first, SIGKILL after ``grace`` s. Returns how many children there were. Safe in a signal handler."""
