@@ -22,7 +22,7 @@ from fa_doctor.fix.stale import Leftover
 from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall
 from fa_doctor.model.install import Distribution
 from fa_doctor.probes.environment import OVERRIDE
-from fa_doctor.process import children, interrupt, proc
+from fa_doctor.process import interrupt, proc
 from fa_doctor.render.shell import describe
 
 
@@ -316,7 +316,7 @@ class Runner:
         error: type[Exception] = Failed,
     ) -> proc.Completed:
         try:
-            return children.run(argv, timeout, env={**os.environ, **_QUIET, **dict(env)}, cwd=cwd)
+            return proc.run_supervised(argv, timeout, env={**os.environ, **_QUIET, **dict(env)}, cwd=cwd)
         except (OSError, ValueError) as e:
             raise error(f"cannot start {argv[0]}: {e}") from None
 

@@ -1,5 +1,6 @@
 """The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind (group,
-descendants, ``FA_DOCTOR_RUN`` token); ``terminate_all`` is signal-safe (docs/internals.md, "Subprocesses")."""
+descendants, ``FA_DOCTOR_RUN`` token); ``terminate_all`` is signal-safe (docs/internals.md, "Subprocesses").
+``run_supervised`` starts `fix --apply`'s commands under `supervise.py` (internals.md, "fix --apply's commands")."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ import select
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache, partial
 
 TOKEN_VAR = "FA_DOCTOR_RUN"
 _PROC = "/proc"
@@ -199,6 +202,45 @@ def run(
 ) -> Completed:
     """Start and collect in one call; start failures raise OSError or ValueError as ``Child`` does."""
     return Child(argv, env=env, cwd=cwd, preexec=preexec).collect(timeout, max_output=max_output, grace=grace)
+
+
+@lru_cache(maxsize=1)
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes  # only fix --apply's commands need it
+
+    try:
+        fn: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
+def _parent_death(prctl: Callable[..., int], sig: int, parent: int) -> None:
+    prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG: `sig` when fa-doctor ends
+    if os.getppid() != parent:  # fa-doctor ended between the fork and the prctl: the signal never comes
+        os._exit(137)
+
+
+@lru_cache(maxsize=1)
+def _supervisor() -> str | None:
+    if _prctl() is None or not sys.executable or not os.path.isdir("/proc/self/task"):
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "supervise.py"), encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def run_supervised(argv: Sequence[str], timeout: float, *, env: Mapping[str, str], cwd: str) -> Completed:
+    """`run` in `cwd` (a folder fa-doctor made), on Linux under `supervise.py`, so that it ends with fa-doctor."""
+    source, prctl = _supervisor(), _prctl()
+    full = list(argv) if source is None else [sys.executable, "-I", "-c", source, *argv]
+    sig = signal.SIGKILL if source is None else signal.SIGTERM
+    preexec = None if prctl is None else partial(_parent_death, prctl, sig, os.getpid())
+    return run(full, timeout, env=env, cwd=cwd, max_output=1 << 16, preexec=preexec)
 
 
 def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
