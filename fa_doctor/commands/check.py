@@ -61,8 +61,8 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
     from fa_doctor.diagnose.checks.target import check_target
     from fa_doctor.diagnose.derive import derive
     from fa_doctor.diagnose.plan.planner import plan
+    from fa_doctor.probes.environment import probe_host
     from fa_doctor.probes.gather import gather
-    from fa_doctor.probes.host import probe as probe_host
 
     timings: dict[str, float] = {}
     env = os.environ if options.env is None else options.env

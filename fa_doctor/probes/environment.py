@@ -1,11 +1,17 @@
 """What the environment says: the variables that pin or steer an FA version (captured once), the tools a source build
-would use (found where torch.utils.cpp_extension looks; nothing is run), and the calling shell."""
+would use (found where torch.utils.cpp_extension looks; nothing is run), the calling shell, and where a report ran:
+the host name and the ids the scheduler that placed the run gives the node (Slurm's variables, Kubernetes'
+downward-API ones inside a pod, FA_DOCTOR_RAY_NODE_ID from `fleet ray`; docs/fleet.md)."""
 
 from __future__ import annotations
 
 import os
 import shutil
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # loaded by probe_host only: `--help` imports this module
+    from fa_doctor.model.machine import HostFacts
 
 OVERRIDE = "SGLANG_FLASHATTENTION_VERSION"
 
@@ -87,3 +93,24 @@ def detect_shell(env: Mapping[str, str], probe: Callable[[], str | None] = _shel
     """For `fix --unset-override`: the nearest known shell among our ancestors (shellingham reads the process tree),
     else $SHELL, else sh."""
     return _known(probe()) or _known(env.get("SHELL")) or "sh"
+
+
+RAY_NODE_VAR = "FA_DOCTOR_RAY_NODE_ID"
+K8S_VARS = {"k8s_node": "NODE_NAME", "k8s_pod": "POD_NAME", "k8s_namespace": "POD_NAMESPACE"}
+_POD_VARS = {**K8S_VARS, "k8s_index": "JOB_COMPLETION_INDEX"}  # read only inside a pod
+_HOST_VARS = {"slurm_job_id": "SLURM_JOB_ID", "slurm_node_id": "SLURM_NODEID", "slurm_node_name": "SLURMD_NODENAME"}
+_MAX_ID = 253  # a DNS name's length: nothing a scheduler names is longer; a longer value is cut
+
+
+def probe_host(env: Mapping[str, str] | None = None, hostname: str | None = None) -> HostFacts:
+    from fa_doctor.model.machine import HostFacts
+
+    source = os.environ if env is None else env
+    try:  # gethostname(2), without importing socket (~2 ms)
+        name = hostname if hostname is not None else os.uname().nodename
+    except OSError:
+        name = ""
+    pod = _POD_VARS if source.get("KUBERNETES_SERVICE_HOST") else {}
+    fields = {**_HOST_VARS, "ray_node_id": RAY_NODE_VAR, **pod}
+    ids = {field: source.get(var, "").strip()[:_MAX_ID] or None for field, var in fields.items()}
+    return HostFacts(name[:_MAX_ID] or "unknown", **ids)
