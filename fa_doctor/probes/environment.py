@@ -14,13 +14,12 @@ if TYPE_CHECKING:  # loaded by probe_host only: `--help` imports this module
     from fa_doctor.model.machine import HostFacts
 
 OVERRIDE = "SGLANG_FLASHATTENTION_VERSION"
+# Those that steer FlashAttention in SGLang (probes/sglang_rules.py looks for them in its source).
+SGLANG_KNOBS = (OVERRIDE, "SGLANG_USE_SGL_FA3_KERNEL", "SGLANG_INKLING_FA4_USE_PIP", "SGLANG_IS_FLASHINFER_AVAILABLE")
 
 # Exact names fa-doctor validates (docs/findings.md lists what each one does).
 KNOBS = (
-    OVERRIDE,
-    "SGLANG_USE_SGL_FA3_KERNEL",
-    "SGLANG_INKLING_FA4_USE_PIP",
-    "SGLANG_IS_FLASHINFER_AVAILABLE",
+    *SGLANG_KNOBS,
     "SGLANG_CACHE_DIR",
     "VLLM_FLASH_ATTN_VERSION",
     "VLLM_ATTENTION_BACKEND",
