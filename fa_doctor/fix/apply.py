@@ -324,10 +324,10 @@ class Runner:
         if not (os.path.isfile(self.python) and os.access(self.python, os.X_OK)):
             raise Refused(f"{self.python} is not an executable file")
         if sys_path is None:
-            from fa_doctor.probes.target import TargetError, probe_target
+            from fa_doctor.probes.target import TargetError, TargetProbe
 
             try:
-                sys_path = probe_target(self.python, 30.0).sys_path
+                sys_path = TargetProbe(self.python, 30.0).result().sys_path
             except TargetError as exc:
                 raise Refused(f"the target's search path cannot be read: {exc}") from None
         self.sys_path = tuple(sys_path)
