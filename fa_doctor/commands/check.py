@@ -13,7 +13,7 @@ from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.options import CheckOptions
 from fa_doctor.model.result import CheckPayload, PackageRow, Result
-from fa_doctor.process.bounded import Deadline
+from fa_doctor.process.proc import Deadline
 
 if TYPE_CHECKING:  # the probes load lazily, in probes.gather
     from fa_doctor.diagnose.derive import Derived

@@ -14,7 +14,7 @@ from fa_doctor.model.install import DistributionScan, SglangFacts
 from fa_doctor.model.machine import GpuFacts, TargetFacts, TorchBuild
 from fa_doctor.model.options import CheckOptions
 from fa_doctor.probes.target import TargetProbe
-from fa_doctor.process.bounded import bounded
+from fa_doctor.process.proc import bounded
 
 _TORCH_PROBE_SECONDS = 60
 

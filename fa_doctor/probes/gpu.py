@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 from fa_doctor.model.machine import GpuDevice, GpuFacts
 from fa_doctor.probes.files import read
 from fa_doctor.process import proc
-from fa_doctor.process.bounded import Deadline, bounded
 
 _T = TypeVar("_T")
 
@@ -121,8 +120,8 @@ def _nvml_query() -> _Found:
 
 def _probe_nvml(timeout: float) -> _Found | str:
     try:  # in a daemon thread: a driver stuck in the kernel must neither hang us nor block interpreter exit
-        return bounded(_nvml_query, timeout, "nvml")
-    except Deadline:
+        return proc.bounded(_nvml_query, timeout, "nvml")
+    except proc.Deadline:
         return f"timed out after {timeout:g}s"
     except ImportError:
         return "pynvml (nvidia-ml-py) is not installed alongside fa-doctor"

@@ -1,6 +1,7 @@
 """The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind (group,
 descendants, ``FA_DOCTOR_RUN`` token); ``terminate_all`` is signal-safe (docs/internals.md, "Subprocesses").
-``run_supervised`` starts `fix --apply`'s commands under `supervise.py` (internals.md, "fix --apply's commands")."""
+``run_supervised`` starts `fix --apply`'s commands under `supervise.py` (internals.md, "fix --apply's commands").
+``bounded`` runs a call that could hang on a hostile file system (a FIFO, a dead NFS mount) in a daemon thread."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
+from typing import TypeVar
 
 TOKEN_VAR = "FA_DOCTOR_RUN"
 _PROC = "/proc"
@@ -25,6 +28,7 @@ _CHUNK = 65536
 _counter = itertools.count(1)
 _LIVE: dict[int, Child] = {}  # pid -> child; plain dict operations are atomic, so no lock (see terminate_all)
 _STARTING: dict[str, None] = {}  # tokens of children being started
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,3 +345,28 @@ def _tagged(token: str) -> list[int]:
         if needle in b"\0" + data + b"\0":
             out.append(int(name))
     return out
+
+
+class Deadline(Exception):
+    """A bounded call did not finish in time."""
+
+
+def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
+    """Run `call` in a daemon thread; give up after `seconds` (the thread is abandoned, not killed)."""
+    box: dict[str, object] = {}
+
+    def runner() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=runner, name=f"fa-doctor {what}", daemon=True)
+    start = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise Deadline(f"{what} did not finish within {seconds:.0f} s (after {time.monotonic() - start:.1f} s)")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
