@@ -202,10 +202,9 @@ def run(
     cwd: str | None = None,
     max_output: int = 1 << 20,
     grace: float = 0.5,
-    preexec: Callable[[], None] | None = None,
 ) -> Completed:
     """Start and collect in one call; start failures raise OSError or ValueError as ``Child`` does."""
-    return Child(argv, env=env, cwd=cwd, preexec=preexec).collect(timeout, max_output=max_output, grace=grace)
+    return Child(argv, env=env, cwd=cwd).collect(timeout, max_output=max_output, grace=grace)
 
 
 @lru_cache(maxsize=1)
@@ -244,7 +243,7 @@ def run_supervised(argv: Sequence[str], timeout: float, *, env: Mapping[str, str
     full = list(argv) if source is None else [sys.executable, "-I", "-c", source, *argv]
     sig = signal.SIGKILL if source is None else signal.SIGTERM
     preexec = None if prctl is None else partial(_parent_death, prctl, sig, os.getpid())
-    return run(full, timeout, env=env, cwd=cwd, max_output=1 << 16, preexec=preexec)
+    return Child(full, env=env, cwd=cwd, preexec=preexec).collect(timeout, max_output=1 << 16)
 
 
 def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
