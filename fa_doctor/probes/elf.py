@@ -85,7 +85,6 @@ class ElfInfo:
         return next((s for s in self.sections if s.name == name), None)
 
     def needs(self, prefix: str) -> list[str]:
-        """Versions needed whose name starts with `prefix` (GLIBC_, GLIBCXX_), from every library."""
         return sorted({v for _, versions in self.version_needs for v in versions if v.startswith(prefix)})
 
 

@@ -89,8 +89,7 @@ def _shellingham() -> str | None:
 
 
 def detect_shell(env: Mapping[str, str], probe: Callable[[], str | None] = _shellingham) -> str:
-    """For `fix --unset-override`: the nearest known shell among our ancestors (shellingham reads the process tree),
-    else $SHELL, else sh."""
+    """For `fix --unset-override`: the nearest known shell among our ancestors (shellingham), else $SHELL, else sh."""
     return _known(probe()) or _known(env.get("SHELL")) or "sh"
 
 

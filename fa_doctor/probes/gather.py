@@ -16,8 +16,6 @@ from fa_doctor.model.options import CheckOptions
 from fa_doctor.probes.target import TargetProbe
 from fa_doctor.process.proc import bounded
 
-_TORCH_PROBE_SECONDS = 60
-
 
 def _installed(target: TargetFacts) -> tuple[DistributionScan, TorchBuild | None, SglangFacts | None]:
     from fa_doctor.probes import environment
@@ -37,10 +35,9 @@ def gather(
     pending: TargetProbe | None = None,
     meanwhile: Callable[[], None] = lambda: None,
 ) -> Facts:
-    """Run the probes: the GPU in the background; the target (its path drives the rest), then the disk.
-    `meanwhile` runs while the target's interpreter starts (the caller imports what follows the answer)."""
+    """`meanwhile` runs while the target's interpreter starts (the caller imports what follows the answer)."""
     from fa_doctor.probes.environment import capture, find_git, find_nvcc
-    from fa_doctor.probes.gpu import early_answer, probe_gpus
+    from fa_doctor.probes.gpu import TORCH_MIN_TIMEOUT, early_answer, probe_gpus
 
     python = options.python or sys.executable
     env = dict(os.environ if options.env is None else options.env)
@@ -50,7 +47,7 @@ def gather(
     pending = pending or TargetProbe(python, env=options.env, cwd=options.cwd, flags=options.python_flags)
     gpu_box: dict[str, GpuFacts] = {}
 
-    wait = options.gpu_timeout * 2 + _TORCH_PROBE_SECONDS + 10
+    wait = options.gpu_timeout * 2 + TORCH_MIN_TIMEOUT + 10
 
     def gpus() -> None:
         t0 = time.perf_counter()

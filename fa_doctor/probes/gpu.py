@@ -25,7 +25,7 @@ _T = TypeVar("_T")
 
 _PROC_VERSION = "/proc/driver/nvidia/version"
 # `import torch` plus CUDA init routinely takes several seconds; a short --timeout must not starve it.
-_TORCH_MIN_TIMEOUT = 60.0
+TORCH_MIN_TIMEOUT = 60.0
 _SMI_FIELDS = ("index", "uuid", "name", "compute_cap", "memory.total", "driver_version")
 _NA = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]"}
 _ORDINAL = re.compile(r"[+-]?[0-9]+")
@@ -284,7 +284,7 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
     if not _driver_present():
         attempts.append("torch: skipped, no NVIDIA driver on this machine (no /proc/driver/nvidia, no /dev/nvidia*)")
         return facts("none", (), None, None)
-    res = _run([python, "-c", _TORCH_SCRIPT], env, max(timeout, _TORCH_MIN_TIMEOUT))
+    res = _run([python, "-c", _TORCH_SCRIPT], env, max(timeout, TORCH_MIN_TIMEOUT))
     if isinstance(res, str):
         attempts.append(f"torch: {res}")
     elif res[0] != 0:
