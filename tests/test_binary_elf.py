@@ -29,7 +29,7 @@ def test_needed_runpath_and_undefined(tmp_path: Path) -> None:
         flags=["-Wl,-rpath,$ORIGIN/deps", "-Wl,--enable-new-dtags"],
     )
     info = read_elf(str(so))
-    assert info.error is None and info.notes == ()
+    assert info.error is None
     assert info.needed == ("libcudart.so.12",)
     assert info.runpath == ("$ORIGIN/deps",)
     assert {s.name for s in info.undefined} >= {"cudaMalloc", "_ZN3c104fakeEv"}

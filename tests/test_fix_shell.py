@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fa_doctor.probes.shell import detect_shell
+from fa_doctor.probes.environment import detect_shell
 from fa_doctor.render.shell import SHELLS, eval_hint, override_code
 
 N = "SGLANG_FLASHATTENTION_VERSION"
@@ -118,7 +118,7 @@ def test_detect_shell(probed: str | None, env_shell: str | None, expected: str) 
 def test_detect_shell_from_the_real_parent(tmp_path: Path, shell: str, expected: str) -> None:
     if shutil.which(shell) is None:
         pytest.skip(f"{shell} is not installed")
-    code = "from fa_doctor.probes.shell import detect_shell; print(detect_shell({}))"
+    code = "from fa_doctor.probes.environment import detect_shell; print(detect_shell({}))"
     # `; true` keeps the shell alive as python's parent (a lone command would be exec'd in its place)
     done = run_shell([shell, "-c"], f"{sys.executable} -c '{code}'; true", tmp_path, "3")
     assert done.stdout.strip() == expected, done.stderr

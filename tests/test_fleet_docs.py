@@ -14,7 +14,7 @@ import yaml
 from markdown_it import MarkdownIt
 from test_ci_docs import check_command_line, invocations, run, tool
 
-from fa_doctor.probes.host import K8S_VARS
+from fa_doctor.probes.environment import K8S_VARS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "fleet.md"
 MANIFEST = "kubernetes/fa-doctor-fleet.yaml"

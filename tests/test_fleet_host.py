@@ -8,7 +8,7 @@ import socket
 from clirun import invoke
 
 from fa_doctor.model.machine import HostFacts
-from fa_doctor.probes.host import probe
+from fa_doctor.probes.environment import probe_host as probe
 
 SLURM = {"SLURM_JOB_ID": "81234", "SLURM_NODEID": "3", "SLURMD_NODENAME": "gpu-a17"}
 POD = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "NODE_NAME": "node-7", "POD_NAME": "fa-doctor-x2k9q"}

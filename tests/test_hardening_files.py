@@ -62,7 +62,7 @@ KINDS = ["fifo", "socket", "device", "stdin", "fifo-link"]
 def test_read_refuses_what_is_not_a_regular_file(tmp_path: Path, kind: str) -> None:
     special(tmp_path / "x", kind)
     got = quick(lambda: files.read(str(tmp_path / "x"), 1024))
-    assert got.data is None and not got.missing and got.problem and "not a regular file" in got.problem
+    assert got.data is None and got.problem and "not a regular file" in got.problem
     assert not files.is_regular(str(tmp_path / "x"))
 
 
@@ -75,14 +75,14 @@ def test_read_bounds_the_size(tmp_path: Path) -> None:
 
 def test_missing_and_unreadable_differ(tmp_path: Path) -> None:
     missing = files.read(str(tmp_path / "nope"), 10)
-    assert missing.missing and missing.problem == "no such file"
-    assert files.read(str(tmp_path / "nope" / "deeper"), 10).missing
+    assert missing.problem == "no such file"
+    assert files.read(str(tmp_path / "nope" / "deeper"), 10).problem == "no such file"
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     looped = files.read(str(tmp_path / "loop"), 10)
-    assert not looped.missing and looped.problem is not None and looped.problem.startswith("unreadable")
+    assert looped.problem is not None and looped.problem.startswith("unreadable")
     (tmp_path / "dir").mkdir()
     assert files.read(str(tmp_path / "dir"), 10).problem == "a directory, not a regular file"
-    assert files.read("bad\0path", 10).missing
+    assert files.read("bad\0path", 10).problem == "no such file"
 
 
 @pytest.mark.skipif(ROOT, reason="root reads a mode-000 file anyway")
@@ -91,7 +91,7 @@ def test_permission_denied_is_unreadable(tmp_path: Path) -> None:
     path.write_text("x")
     path.chmod(0)
     got = files.read(str(path), 10)
-    assert not got.missing and got.problem == "unreadable: Permission denied"
+    assert got.problem == "unreadable: Permission denied"
 
 
 @pytest.mark.parametrize("kind", KINDS)

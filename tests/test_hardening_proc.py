@@ -124,7 +124,7 @@ def test_start_failures_raise_like_popen(tmp_path: Path) -> None:
         proc.Child([str(tmp_path / "missing")])
     with pytest.raises(PermissionError):
         proc.Child([str(tmp_path)])
-    assert proc.live() == []
+    assert list(proc._LIVE) == []
 
 
 def started(pid: int, name: str, wait: float = 30.0) -> None:
@@ -159,7 +159,7 @@ def test_terminate_all_ends_children_other_threads_are_collecting(tmp_path: Path
     end = time.monotonic() + 30
     while not ready.exists() and time.monotonic() < end:  # the stubborn shell has set its trap
         time.sleep(0.01)
-    assert set(proc.live()) >= {plain.pid, stubborn.pid}
+    assert set(list(proc._LIVE)) >= {plain.pid, stubborn.pid}
     start = time.monotonic()
     assert proc.terminate_all(signal.SIGTERM, grace=0.5) >= 2
     for t in threads:
@@ -168,7 +168,7 @@ def test_terminate_all_ends_children_other_threads_are_collecting(tmp_path: Path
     assert results["plain"].returncode == -signal.SIGTERM
     assert results["stubborn"].returncode == -signal.SIGKILL
     assert leftovers(m, n) == []
-    assert plain.pid not in proc.live() and stubborn.pid not in proc.live()
+    assert plain.pid not in list(proc._LIVE) and stubborn.pid not in list(proc._LIVE)
 
 
 def test_an_exception_inside_collect_kills_the_child(tmp_path: Path) -> None:
@@ -183,7 +183,7 @@ def test_an_exception_inside_collect_kills_the_child(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         child.collect(30, extra={rfd: interrupted})
     os.close(wfd)
-    assert leftovers(m) == [] and child.pid not in proc.live()
+    assert leftovers(m) == [] and child.pid not in list(proc._LIVE)
 
 
 def test_exit_hook_ends_children_never_collected(tmp_path: Path) -> None:

@@ -39,9 +39,9 @@ def work():
     run_smoke(python, SmokeTarget("fa2", "flash_attn", "fa2"), device="cpu", timeout=600, env=env)
 
 def announce():
-    while not proc.live():
+    while not list(proc._LIVE):
         time.sleep(0.01)
-    print(proc.live()[0], flush=True)
+    print(list(proc._LIVE)[0], flush=True)
 
 if mode == "main":
     threading.Thread(target=announce, daemon=True).start()

@@ -13,7 +13,7 @@ from fakeenv import FakeEnv
 from test_hardening_proc import leftovers, marker, script
 
 from fa_doctor.probes import target
-from fa_doctor.probes.target import TargetError, TargetProbe, probe_target
+from fa_doctor.probes.target import TargetError, TargetProbe
 
 REAL = sys.executable
 
@@ -78,7 +78,7 @@ def test_closed_probe_leaves_nothing(tmp_path: Path) -> None:
 def test_stdlib_shadows_in_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shadow: str) -> None:
     (tmp_path / shadow).write_text("raise SystemExit('shadowed')\n")
     monkeypatch.chdir(tmp_path)
-    facts = probe_target(REAL)
+    facts = TargetProbe(REAL).result()
     # The working directory is still reported first, where `python -m sglang.launch_server` has it.
     assert facts.sys_path[0] == str(tmp_path) and facts.cwd == str(tmp_path)
 
@@ -88,7 +88,7 @@ def test_deleted_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     gone.mkdir()
     monkeypatch.chdir(gone)
     gone.rmdir()
-    facts = probe_target(REAL)
+    facts = TargetProbe(REAL).result()
     assert facts.cwd is None and facts.version[0] == 3
     assert all(os.path.isabs(p) for p in facts.sys_path) and str(gone) not in facts.sys_path
 

@@ -448,7 +448,7 @@ class TestTorchFallback:
         assert facts.attempts[2].startswith(attempt)
 
     def test_hang_times_out(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(gpu, "_TORCH_MIN_TIMEOUT", 0.0)
+        monkeypatch.setattr(gpu, "TORCH_MIN_TIMEOUT", 0.0)
         start = time.monotonic()
         facts = probe_gpus(
             fake_python(tmp_path, f"exec {shutil.which('sleep')} 30\n"), {"PATH": str(tmp_path)}, timeout=1

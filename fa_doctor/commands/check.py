@@ -13,7 +13,7 @@ from fa_doctor.model.facts import Facts
 from fa_doctor.model.finding import Finding, Severity
 from fa_doctor.model.options import CheckOptions
 from fa_doctor.model.result import CheckPayload, PackageRow, Result
-from fa_doctor.process.bounded import Deadline
+from fa_doctor.process.proc import Deadline
 
 if TYPE_CHECKING:  # the probes load lazily, in probes.gather
     from fa_doctor.diagnose.derive import Derived
@@ -59,8 +59,8 @@ def run(options: CheckOptions, progress: Progress | None = None, pending: Target
     from fa_doctor.diagnose.checks import node
     from fa_doctor.diagnose.checks.target import check_target
     from fa_doctor.diagnose.derive import derive
+    from fa_doctor.probes.environment import probe_host
     from fa_doctor.probes.gather import gather
-    from fa_doctor.probes.host import probe as probe_host
 
     timings: dict[str, float] = {}
     env = os.environ if options.env is None else options.env

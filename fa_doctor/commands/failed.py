@@ -11,7 +11,7 @@ from fa_doctor.model.result import CheckPayload, Result
 def _where(command: str) -> CheckPayload | None:
     if command not in ("check", "exec"):
         return None
-    from fa_doctor.probes.host import probe
+    from fa_doctor.probes.environment import probe_host as probe
 
     return CheckPayload(host=probe())
 

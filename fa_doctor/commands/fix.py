@@ -49,7 +49,7 @@ class FixOptions:
 def unset_override(options: OverrideOptions) -> Result:
     """ValueError (an unknown shell, an invalid --set) propagates: the CLI validates before this."""
     from fa_doctor.fix import envfile
-    from fa_doctor.probes.shell import detect_shell
+    from fa_doctor.probes.environment import detect_shell
     from fa_doctor.render.shell import eval_hint, override_code
 
     which = options.shell or detect_shell(os.environ if options.env is None else options.env)

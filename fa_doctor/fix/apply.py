@@ -22,7 +22,7 @@ from fa_doctor.fix import journal as J
 from fa_doctor.model.actions import Action, BuildFromClone, EditFile, MovePath, PipInstall, PipUninstall, runnable
 from fa_doctor.model.install import Distribution
 from fa_doctor.probes.environment import OVERRIDE
-from fa_doctor.process import children, interrupt, proc
+from fa_doctor.process import interrupt, proc
 from fa_doctor.render.shell import describe
 
 # pip's own words when the index (or a proxy) cannot be reached; any one of them settles it.
@@ -306,7 +306,7 @@ def read_inventory(sys_path: Sequence[str]) -> Inventory:
 
 def ground(inventory: Inventory, sys_path: Sequence[str], env: Mapping[str, str]) -> feasible.Ground:
     """The ground the feasibility rule reads, from the target as it is now (the planner read it from the check)."""
-    from fa_doctor.probes.compiler import find_git, find_nvcc
+    from fa_doctor.probes.environment import find_git, find_nvcc
     from fa_doctor.probes.torch_build import read_torch_build
 
     build = read_torch_build(sys_path) if inventory.first(names.TORCH) is not None else None
@@ -465,7 +465,7 @@ class Runner:
         error: type[Exception] = Failed,
     ) -> proc.Completed:
         try:
-            return children.run(argv, timeout, env={**os.environ, **_QUIET, **dict(env)}, cwd=cwd)
+            return proc.run_supervised(argv, timeout, env={**os.environ, **_QUIET, **dict(env)}, cwd=cwd)
         except (OSError, ValueError) as e:
             raise error(f"cannot start {argv[0]}: {e}") from None
 
@@ -473,10 +473,10 @@ class Runner:
         if not (os.path.isfile(self.python) and os.access(self.python, os.X_OK)):
             raise Refused(f"{self.python} is not an executable file")
         if sys_path is None:
-            from fa_doctor.probes.target import TargetError, probe_target
+            from fa_doctor.probes.target import TargetError, TargetProbe
 
             try:
-                sys_path = probe_target(self.python, 30.0).sys_path
+                sys_path = TargetProbe(self.python, 30.0).result().sys_path
             except TargetError as exc:
                 raise Refused(f"the target's search path cannot be read: {exc}") from None
         self.sys_path = tuple(sys_path)

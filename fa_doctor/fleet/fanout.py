@@ -33,7 +33,7 @@ class NoRay(Exception):
 
 def check_on_node(argv: Sequence[str], node_id: str, timeout: float) -> tuple[int | None, bytes, str]:
     """Runs in a Ray worker on the node: the check in a bounded child, its report on stdout."""
-    from fa_doctor.probes.host import RAY_NODE_VAR
+    from fa_doctor.probes.environment import RAY_NODE_VAR
     from fa_doctor.process import proc
 
     env = {**os.environ, RAY_NODE_VAR: node_id}

@@ -34,7 +34,7 @@ class Facts:
     sglang: SglangFacts | None
     flags: BackendFlags = field(default_factory=BackendFlags)
     gpu_arch: tuple[str, ...] = ()  # --gpu-arch sm_90,...: the fleet's GPUs, for a CI job without one
-    nvcc: str | None = None  # the CUDA compiler a source build here would use (probes.compiler); None: none
+    nvcc: str | None = None  # the CUDA compiler a source build here would use (probes.environment); None: none
     git: str | None = None  # git on PATH (a build from a clone needs it)
 
     @property

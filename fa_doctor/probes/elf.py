@@ -73,8 +73,6 @@ class Symbol:
 @dataclass(frozen=True, slots=True)
 class ElfInfo:
     path: str
-    size: int = 0
-    machine: int = 0
     sections: tuple[Section, ...] = ()
     needed: tuple[str, ...] = ()  # DT_NEEDED, in order
     runpath: tuple[str, ...] = ()  # DT_RUNPATH (or DT_RPATH) entries, $ORIGIN unexpanded
@@ -82,13 +80,11 @@ class ElfInfo:
     version_defs: tuple[str, ...] = ()  # .gnu.version_d names (GLIBCXX_3.4.30 in libstdc++)
     undefined: tuple[Symbol, ...] = ()
     error: str | None = None  # not an ELF64 LE object, or unreadable: nothing else is meaningful
-    notes: tuple[str, ...] = ()  # a table that was skipped or cut short
 
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
 
     def needs(self, prefix: str) -> list[str]:
-        """Versions needed whose name starts with `prefix` (GLIBC_, GLIBCXX_), from every library."""
         return sorted({v for _, versions in self.version_needs for v in versions if v.startswith(prefix)})
 
 
@@ -139,8 +135,8 @@ class _Strings:
         return self.reader.read(self.sec.offset + offset, length, "a name")
 
 
-def _sections(r: _Reader) -> tuple[int, list[Section]]:
-    """(machine, section table) after validating the identification bytes and the header."""
+def _sections(r: _Reader) -> list[Section]:
+    """The section table, after validating the identification bytes and the header."""
     if r.size < _EHDR.size:
         raise ElfFormatError("too short to be an ELF file")
     raw = r.read(0, _EHDR.size, "the ELF header")
@@ -148,7 +144,7 @@ def _sections(r: _Reader) -> tuple[int, list[Section]]:
         raise ElfFormatError("not an ELF file (no \\x7fELF magic)")
     if raw[4] != 2 or raw[5] != 1:
         raise ElfFormatError("not a 64-bit little-endian ELF file")
-    _, _, machine, _, _, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = _EHDR.unpack(raw)
+    _, _, _, _, _, _, shoff, _, _, _, _, shentsize, shnum, shstrndx = _EHDR.unpack(raw)
     if shoff == 0:
         raise ElfFormatError("it has no section headers")
     if shentsize != _SHDR.size:
@@ -164,7 +160,7 @@ def _sections(r: _Reader) -> tuple[int, list[Section]]:
         raise ElfFormatError("the section-name table index is out of range")
     names_row = rows[shstrndx]
     names = _Strings(r, Section(".shstrtab", names_row[1], names_row[4], min(names_row[5], MAX_TABLE), 0))
-    return machine, [Section(names.get(row[0]) if row[0] else "", row[1], row[4], row[5], row[6]) for row in rows]
+    return [Section(names.get(row[0]) if row[0] else "", row[1], row[4], row[5], row[6]) for row in rows]
 
 
 def _linked_strings(r: _Reader, secs: list[Section], sec: Section, whole: bool = True) -> _Strings:
@@ -245,15 +241,15 @@ def _undefined(r: _Reader, secs: list[Section], dynsym: Section, versions: dict[
 
 
 @contextlib.contextmanager
-def _opened(path: str, deadline: float | None) -> Iterator[tuple[_Reader, int, list[Section]]]:
-    """(reader, machine, sections) of `path`; every failure, the file's or the reading's, is an ElfFormatError."""
+def _opened(path: str, deadline: float | None) -> Iterator[tuple[_Reader, list[Section]]]:
+    """(reader, sections) of `path`; every failure, the file's or the reading's, is an ElfFormatError."""
     try:
         fd = open_regular(path)
     except OSError as exc:
         raise ElfFormatError(f"cannot open it ({exc.strerror or exc})") from None
     try:
         r = _Reader(fd, os.fstat(fd).st_size, deadline)
-        yield (r, *_sections(r))
+        yield r, _sections(r)
     except (OSError, ValueError, IndexError, struct.error, MemoryError, OverflowError) as exc:
         raise ElfFormatError(f"unreadable: {type(exc).__name__}: {exc}") from None
     finally:
@@ -262,25 +258,23 @@ def _opened(path: str, deadline: float | None) -> Iterator[tuple[_Reader, int, l
 
 def read_elf(path: str, *, symbols: bool = True, deadline: float | None = None) -> ElfInfo:
     """Section table, DT_NEEDED/RUNPATH, needed and defined versions and undefined dynamic symbols of `path`."""
-    notes: list[str] = []
     try:
-        with _opened(path, deadline) as (r, machine, secs):
+        with _opened(path, deadline) as (r, secs):
 
-            def step(what: str, kind: int, read: Callable[[_Reader, list[Section], Section], T]) -> T | None:
-                """A broken optional table is a note, not a failed read: the rest is still worth reporting."""
+            def step(kind: int, read: Callable[[_Reader, list[Section], Section], T]) -> T | None:
+                """A broken optional table is skipped, not a failed read: the rest is still worth reporting."""
                 sec = next((s for s in secs if s.type == kind), None)
                 try:
                     return None if sec is None else read(r, secs, sec)
-                except ElfFormatError as exc:
-                    notes.append(f"{what}: {exc}")
+                except ElfFormatError:
                     return None
 
-            needed, runpath = step("dynamic section", SHT_DYNAMIC, _dynamic) or ([], [])
-            needs, by_index = step(".gnu.version_r", SHT_GNU_VERNEED, _version_needs) or ([], {})
-            defs = step(".gnu.version_d", SHT_GNU_VERDEF, _version_defs) or []
-            undefined = (step(".dynsym", SHT_DYNSYM, partial(_undefined, versions=by_index)) if symbols else None) or []
+            needed, runpath = step(SHT_DYNAMIC, _dynamic) or ([], [])
+            needs, by_index = step(SHT_GNU_VERNEED, _version_needs) or ([], {})
+            defs = step(SHT_GNU_VERDEF, _version_defs) or []
+            undefined = (step(SHT_DYNSYM, partial(_undefined, versions=by_index)) if symbols else None) or []
             found = (tuple(needed), tuple(runpath), tuple(needs), tuple(defs), tuple(undefined))
-            return ElfInfo(path, r.size, machine, tuple(secs), *found, notes=tuple(notes))
+            return ElfInfo(path, tuple(secs), *found)
     except ElfFormatError as exc:
         return ElfInfo(path, error=str(exc))
 
@@ -365,7 +359,7 @@ class _Lookup:
 def exported(path: str, names: Iterable[str], *, deadline: float | None = None) -> Exports:
     """Which of `names` `path` defines; an unreadable file gives `error` and an empty set."""
     try:
-        with _opened(path, deadline) as (r, _, secs):
+        with _opened(path, deadline) as (r, secs):
             dynsym = next((s for s in secs if s.type == SHT_DYNSYM), None)
             if dynsym is None:
                 return Exports(path, frozenset(), "it has no dynamic symbol table")

@@ -28,11 +28,10 @@ class NotRegular(OSError):
 
 @dataclass(frozen=True, slots=True)
 class FileRead:
-    """What reading one file gave: ``data``, else ``problem`` says why (``missing``: there is no such file)."""
+    """What reading one file gave: ``data``, else ``problem`` says why."""
 
     path: str
     data: bytes | None
-    missing: bool = False
     problem: str | None = None  # "no such file", "a FIFO, not a regular file", "unreadable: Permission denied"
     truncated: bool = False  # the file is longer than the limit; data holds its first `limit` bytes
 
@@ -80,17 +79,12 @@ def read(path: str, limit: int) -> FileRead:
     except NotRegular as exc:
         return FileRead(path, None, problem=f"{exc.kind}, not a regular file")
     except (FileNotFoundError, NotADirectoryError):
-        return FileRead(path, None, missing=True, problem="no such file")
+        return FileRead(path, None, problem="no such file")
     except OSError as exc:
         return FileRead(path, None, problem=f"unreadable: {exc.strerror or type(exc).__name__}")
     except ValueError as exc:  # an impossible path (embedded NUL handled above; kept as a last guard)
         return FileRead(path, None, problem=f"unreadable: {exc}")
     return FileRead(path, data[:limit], truncated=len(data) > limit)
-
-
-def read_text(path: str, limit: int) -> str | None:
-    """The file as UTF-8 text (bad bytes replaced), or None when it cannot be read for any reason."""
-    return read(path, limit).text()
 
 
 def creatable(folder: str) -> bool:

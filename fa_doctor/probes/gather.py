@@ -14,9 +14,7 @@ from fa_doctor.model.install import DistributionScan, SglangFacts
 from fa_doctor.model.machine import GpuFacts, TargetFacts, TorchBuild
 from fa_doctor.model.options import CheckOptions
 from fa_doctor.probes.target import TargetProbe
-from fa_doctor.process.bounded import bounded
-
-_TORCH_PROBE_SECONDS = 60
+from fa_doctor.process.proc import bounded
 
 
 def _installed(target: TargetFacts) -> tuple[DistributionScan, TorchBuild | None, SglangFacts | None]:
@@ -39,11 +37,9 @@ def gather(
     pending: TargetProbe | None = None,
     meanwhile: Callable[[], None] = lambda: None,
 ) -> Facts:
-    """Run the probes: the GPU in the background; the target (its path drives the rest), then the disk.
-    `meanwhile` runs while the target's interpreter starts (the caller imports what follows the answer)."""
-    from fa_doctor.probes import environment
-    from fa_doctor.probes.compiler import find_git, find_nvcc
-    from fa_doctor.probes.gpu import early_answer, probe_gpus
+    """`meanwhile` runs while the target's interpreter starts (the caller imports what follows the answer)."""
+    from fa_doctor.probes.environment import capture, find_git, find_nvcc
+    from fa_doctor.probes.gpu import TORCH_MIN_TIMEOUT, early_answer, probe_gpus
 
     python = options.python or sys.executable
     env = dict(os.environ if options.env is None else options.env)
@@ -53,7 +49,7 @@ def gather(
     pending = pending or TargetProbe(python, env=options.env, cwd=options.cwd, flags=options.python_flags)
     gpu_box: dict[str, GpuFacts] = {}
 
-    wait = options.gpu_timeout * 2 + _TORCH_PROBE_SECONDS + 10
+    wait = options.gpu_timeout * 2 + TORCH_MIN_TIMEOUT + 10
 
     def gpus() -> None:
         t0 = time.perf_counter()
@@ -75,5 +71,5 @@ def gather(
     gpu_facts = gpu_box.get("v") or GpuFacts(
         "none", (), None, None, env.get("CUDA_VISIBLE_DEVICES"), ("the GPU probe did not finish in time",)
     )
-    knobs, arch = environment.capture(env), options.gpu_arch or ()
+    knobs, arch = capture(env), options.gpu_arch or ()
     return Facts(target, gpu_facts, torch, scan, knobs, sglang, options.flags, arch, find_nvcc(env), find_git(env))

@@ -18,15 +18,14 @@ from itertools import takewhile
 from typing import Any, TypeVar
 
 from fa_doctor.model.machine import GpuDevice, GpuFacts
-from fa_doctor.probes.files import read_text
+from fa_doctor.probes.files import read
 from fa_doctor.process import proc
-from fa_doctor.process.bounded import Deadline, bounded
 
 _T = TypeVar("_T")
 
 _PROC_VERSION = "/proc/driver/nvidia/version"
 # `import torch` plus CUDA init routinely takes several seconds; a short --timeout must not starve it.
-_TORCH_MIN_TIMEOUT = 60.0
+TORCH_MIN_TIMEOUT = 60.0
 _SMI_FIELDS = ("index", "uuid", "name", "compute_cap", "memory.total", "driver_version")
 _NA = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]"}
 _ORDINAL = re.compile(r"[+-]?[0-9]+")
@@ -121,8 +120,8 @@ def _nvml_query() -> _Found:
 
 def _probe_nvml(timeout: float) -> _Found | str:
     try:  # in a daemon thread: a driver stuck in the kernel must neither hang us nor block interpreter exit
-        return bounded(_nvml_query, timeout, "nvml")
-    except Deadline:
+        return proc.bounded(_nvml_query, timeout, "nvml")
+    except proc.Deadline:
         return f"timed out after {timeout:g}s"
     except ImportError:
         return "pynvml (nvidia-ml-py) is not installed alongside fa-doctor"
@@ -198,7 +197,7 @@ def _driver_present() -> bool:
 
 
 def _proc_driver_version() -> str | None:
-    text = read_text(_PROC_VERSION, 4096)
+    text = read(_PROC_VERSION, 4096).text()
     m = re.search(r"Kernel Module\s+(?:for \S+\s+)?([0-9]+(?:\.[0-9]+)+)", text) if text else None
     return m.group(1) if m else None
 
@@ -285,7 +284,7 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
     if not _driver_present():
         attempts.append("torch: skipped, no NVIDIA driver on this machine (no /proc/driver/nvidia, no /dev/nvidia*)")
         return facts("none", (), None, None)
-    res = _run([python, "-c", _TORCH_SCRIPT], env, max(timeout, _TORCH_MIN_TIMEOUT))
+    res = _run([python, "-c", _TORCH_SCRIPT], env, max(timeout, TORCH_MIN_TIMEOUT))
     if isinstance(res, str):
         attempts.append(f"torch: {res}")
     elif res[0] != 0:

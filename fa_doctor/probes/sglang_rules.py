@@ -7,20 +7,23 @@ import ast
 import re
 from collections.abc import Iterator, Mapping
 
-# The files the rules live in, over SGLang's history (paths inside the wheel).
-SOURCE_FILES = re.compile(
-    r"^sglang/(srt/(server_args|environ|utils|utils/common)\.py|srt/arg_groups/[\w/]+\.py"
-    r"|srt/model_executor/model_runner\.py|srt/layers/attention/(attention_registry|flashattention_backend)\.py"
-    r"|jit_kernel/flash_attention_v4\.py|kernels/ops/attention/flash_attention_v4\.py)$"
-)
+from fa_doctor.probes.environment import SGLANG_KNOBS as KNOWN_VARS
+
 BACKEND_FILE = "sglang/srt/layers/attention/flashattention_backend.py"
-# Environment variables that steer FlashAttention in SGLang.
-KNOWN_VARS = (
-    "SGLANG_FLASHATTENTION_VERSION",
-    "SGLANG_USE_SGL_FA3_KERNEL",
-    "SGLANG_INKLING_FA4_USE_PIP",
-    "SGLANG_IS_FLASHINFER_AVAILABLE",
+# The files the rules live in, over SGLang's history (paths inside the wheel), besides those under ARG_GROUPS.
+FIXED_FILES = (
+    "sglang/srt/server_args.py",
+    "sglang/srt/environ.py",
+    "sglang/srt/utils.py",
+    "sglang/srt/utils/common.py",
+    "sglang/srt/model_executor/model_runner.py",
+    "sglang/srt/layers/attention/attention_registry.py",
+    BACKEND_FILE,
+    "sglang/jit_kernel/flash_attention_v4.py",
+    "sglang/kernels/ops/attention/flash_attention_v4.py",
 )
+ARG_GROUPS = "sglang/srt/arg_groups"
+SOURCE_FILES = re.compile("^(" + "|".join(map(re.escape, FIXED_FILES)) + rf"|{ARG_GROUPS}/[\w/]+\.py)$")
 _FIELDS = {"attention_backend": "--attention-backend", "prefill_attention_backend": "--prefill-attention-backend",
            "decode_attention_backend": "--decode-attention-backend"}  # fmt: skip
 # Default-rule conditions, canonical names (docs/catalog.md lists them).

@@ -17,49 +17,21 @@ from fa_doctor.probes import files, sglang_rules
 BACKEND = sglang_rules.BACKEND_FILE
 # Files checked against the installed RECORD before the catalog's rules are trusted (a patched image).
 _CHECKED = (BACKEND, "sglang/srt/layers/attention/attention_registry.py", "sglang/srt/server_args.py")
-_FIXED = (
-    "sglang/srt/server_args.py",
-    "sglang/srt/environ.py",
-    "sglang/srt/utils.py",
-    "sglang/srt/utils/common.py",
-    "sglang/srt/model_executor/model_runner.py",
-    "sglang/srt/layers/attention/attention_registry.py",
-    BACKEND,
-    "sglang/jit_kernel/flash_attention_v4.py",
-    "sglang/kernels/ops/attention/flash_attention_v4.py",
-)
-_WALKED = "sglang/srt/arg_groups"
 # Where a vendored FA4 has lived (a fallback when the backend's import of it cannot be read).
 _FA4_HOMES = (
     ("sglang/kernels/ops/attention/flash_attn/cute/interface.py", "sglang.kernels.ops.attention.flash_attn.cute"),
     ("sglang/jit_kernel/flash_attn/cute/interface.py", "sglang.jit_kernel.flash_attn.cute"),
 )
-_CHOICES_START = re.compile(r"^ATTENTION_BACKEND_CHOICES\s*=\s*\[", re.MULTILINE)
-_QUOTED = re.compile(r"""["']([A-Za-z0-9_.-]{1,64})["']""")
 
 
 def _text(path: str) -> str:
-    return files.read_text(path, 4 << 20) or ""  # never blocks on a FIFO, bounded in size
-
-
-def backend_choices(text: str) -> frozenset[str] | None:
-    """The names in `ATTENTION_BACKEND_CHOICES = [...]` of one source file, None when it has no such list."""
-    start = _CHOICES_START.search(text)
-    if start is None:
-        return None
-    found: set[str] = set()
-    for line in text[start.end() : start.end() + 20_000].splitlines():
-        code = line.split("#", 1)[0]
-        found.update(_QUOTED.findall(code.split("]", 1)[0]))
-        if "]" in code:
-            return frozenset(found) or None
-    return None  # no closing bracket nearby: not a list this can read
+    return files.read(path, 4 << 20).text() or ""  # never blocks on a FIFO, bounded in size
 
 
 def sources(root: str) -> dict[str, str]:
     """The installed source files the rules live in (sglang_rules.SOURCE_FILES), by their path in the wheel."""
-    rels = list(_FIXED)
-    walked = os.path.join(root, _WALKED)
+    rels = list(sglang_rules.FIXED_FILES)
+    walked = os.path.join(root, sglang_rules.ARG_GROUPS)
     for folder, dirs, names_ in os.walk(walked) if os.path.isdir(walked) else ():
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")[:50]
         rels += [os.path.relpath(os.path.join(folder, n), root).replace(os.sep, "/") for n in sorted(names_)[:200]]

@@ -147,10 +147,6 @@ def _parse(python: str, stdout: str) -> TargetFacts:
         raise TargetError(f"--python {python!r} did not answer like a CPython 3 interpreter") from None
 
 
-def probe_target(python: str, timeout: float = 15.0) -> TargetFacts:
-    return TargetProbe(python, timeout).result()
-
-
 @dataclass(frozen=True, slots=True)
 class Chosen:
     python: str

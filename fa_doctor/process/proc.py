@@ -1,5 +1,7 @@
 """The one way fa-doctor runs a subprocess: its own session, read with a deadline, nothing left behind (group,
-descendants, ``FA_DOCTOR_RUN`` token); ``terminate_all`` is signal-safe (docs/internals.md, "Subprocesses")."""
+descendants, ``FA_DOCTOR_RUN`` token); ``terminate_all`` is signal-safe (docs/internals.md, "Subprocesses").
+``run_supervised`` starts `fix --apply`'s commands under `supervise.py` (internals.md, "fix --apply's commands").
+``bounded`` runs a call that could hang on a hostile file system (a FIFO, a dead NFS mount) in a daemon thread."""
 
 from __future__ import annotations
 
@@ -12,9 +14,13 @@ import select
 import selectors
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache, partial
+from typing import TypeVar
 
 TOKEN_VAR = "FA_DOCTOR_RUN"
 _PROC = "/proc"
@@ -22,6 +28,7 @@ _CHUNK = 65536
 _counter = itertools.count(1)
 _LIVE: dict[int, Child] = {}  # pid -> child; plain dict operations are atomic, so no lock (see terminate_all)
 _STARTING: dict[str, None] = {}  # tokens of children being started
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,15 +202,48 @@ def run(
     cwd: str | None = None,
     max_output: int = 1 << 20,
     grace: float = 0.5,
-    preexec: Callable[[], None] | None = None,
 ) -> Completed:
     """Start and collect in one call; start failures raise OSError or ValueError as ``Child`` does."""
-    return Child(argv, env=env, cwd=cwd, preexec=preexec).collect(timeout, max_output=max_output, grace=grace)
+    return Child(argv, env=env, cwd=cwd).collect(timeout, max_output=max_output, grace=grace)
 
 
-def live() -> list[int]:
-    """Pids of the children started here and not yet collected."""
-    return list(_LIVE)
+@lru_cache(maxsize=1)
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes  # only fix --apply's commands need it
+
+    try:
+        fn: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
+def _parent_death(prctl: Callable[..., int], sig: int, parent: int) -> None:
+    prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG: `sig` when fa-doctor ends
+    if os.getppid() != parent:  # fa-doctor ended between the fork and the prctl: the signal never comes
+        os._exit(137)
+
+
+@lru_cache(maxsize=1)
+def _supervisor() -> str | None:
+    if _prctl() is None or not sys.executable or not os.path.isdir("/proc/self/task"):
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(__file__), "supervise.py"), encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def run_supervised(argv: Sequence[str], timeout: float, *, env: Mapping[str, str], cwd: str) -> Completed:
+    """`run` in `cwd` (a folder fa-doctor made), on Linux under `supervise.py`, so that it ends with fa-doctor."""
+    source, prctl = _supervisor(), _prctl()
+    full = list(argv) if source is None else [sys.executable, "-I", "-c", source, *argv]
+    sig = signal.SIGKILL if source is None else signal.SIGTERM
+    preexec = None if prctl is None else partial(_parent_death, prctl, sig, os.getpid())
+    return Child(full, env=env, cwd=cwd, preexec=preexec).collect(timeout, max_output=1 << 16)
 
 
 def terminate_all(sig: int = signal.SIGTERM, grace: float = 1.0) -> int:
@@ -304,3 +344,28 @@ def _tagged(token: str) -> list[int]:
         if needle in b"\0" + data + b"\0":
             out.append(int(name))
     return out
+
+
+class Deadline(Exception):
+    """A bounded call did not finish in time."""
+
+
+def bounded(call: Callable[[], T], seconds: float, what: str) -> T:
+    """Run `call` in a daemon thread; give up after `seconds` (the thread is abandoned, not killed)."""
+    box: dict[str, object] = {}
+
+    def runner() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=runner, name=f"fa-doctor {what}", daemon=True)
+    start = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise Deadline(f"{what} did not finish within {seconds:.0f} s (after {time.monotonic() - start:.1f} s)")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from functools import partial
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -52,16 +53,12 @@ def _on_signal(signum: int, frame: object) -> None:
     os._exit(128 + signum)
 
 
-def _child_setup() -> None:
-    _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     _LIBC.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     try:
-        child = subprocess.Popen(argv, preexec_fn=_child_setup)
+        child = subprocess.Popen(argv, preexec_fn=partial(_LIBC.prctl, PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0))
     except OSError as exc:
         sys.stderr.write(f"cannot start {argv[0]}: {exc}\n")
         return 127
