@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fa_doctor.smoke.classify import ImportProblem
+if TYPE_CHECKING:
+    from fa_doctor.knowledge.classify import ImportProblem
 
 APIS = ("fa2", "fa3", "sgl", "cute", "vllm")
 HEADS, KV_HEADS = 4, 2

@@ -15,7 +15,7 @@ from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.intents import ReinstallSame
 from fa_doctor.model.lines import Lines
 from fa_doctor.smoke import SmokeResult
-from fa_doctor.smoke.classify import ImportProblem
+from fa_doctor.knowledge.classify import ImportProblem
 
 Reinstall = Callable[[str, ImportProblem | None], tuple[Remedy, ...]]
 _STDERR_LINES = 12
