@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from fa_doctor.catalog import names
+from fa_doctor.knowledge.classify import ImportProblem, classify
 from fa_doctor.process import proc
 from fa_doctor.smoke import APIS, CaseResult, SmokeResult, SmokeTarget, case_specs
-from fa_doctor.knowledge.classify import ImportProblem, classify
 
 # Versions the child looks up only when the import fails, for exact remedies.
 _DISTS = {
