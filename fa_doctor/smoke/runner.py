@@ -243,10 +243,14 @@ class _Reader:
 
 
 def _finite(value: object) -> float | None:
-    """A number the report can hold: JSON has no NaN or Infinity, and a bool is not a number."""
+    """A number the report can hold: JSON has no NaN or Infinity, a bool is not a number, and an integer too big
+    for a float (10**400 written out) is as invalid as Infinity."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
     return number if math.isfinite(number) else None
 
 

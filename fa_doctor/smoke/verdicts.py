@@ -219,7 +219,7 @@ def parse(raw: bytes | None, fingerprint: str) -> Verdict | None:
         if not results:
             return None
         return Verdict(fingerprint, _check(doc["parts"], "map"), proven, results, _check(doc["watch"], "map"))
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError):
         return None
 
 
