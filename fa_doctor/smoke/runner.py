@@ -20,7 +20,7 @@ from typing import Any
 from fa_doctor.catalog import names
 from fa_doctor.knowledge.classify import ImportProblem, classify
 from fa_doctor.process import proc
-from fa_doctor.smoke import APIS, CaseResult, SmokeResult, SmokeTarget, case_specs
+from fa_doctor.smoke import APIS, CaseResult, SmokeResult, SmokeTarget, cache_folder, case_specs
 
 # Versions the child looks up only when the import fails, for exact remedies.
 _DISTS = {
@@ -71,9 +71,7 @@ def run_smoke(
     notes: list[str] = []
     used_cache: str | None = None
     if target.api == "cute" and use_cache:
-        home = child_env.get("HOME") or os.path.expanduser("~")
-        xdg = child_env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
-        path = os.path.abspath(cache_dir or os.path.join(xdg, "fa-doctor", "cute-dsl"))
+        path = os.path.abspath(cache_dir or cache_folder(child_env, "cute-dsl"))
         try:
             os.makedirs(path, mode=0o700, exist_ok=True)
             used_cache = path

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import fa_doctor
-from fa_doctor.smoke import CaseResult, SmokeResult
+from fa_doctor.smoke import CaseResult, SmokeResult, cache_folder
 
 SCHEMA = "fa-doctor.verdict/1"
 _MAX_BYTES = 8 << 20  # eight GPUs x six implementations ~200 KB, plus the identity of every loaded file
@@ -57,11 +57,7 @@ class Verdict:
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or ""
-    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored
-        base = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "fa-doctor", "verdicts")
+    return cache_folder(os.environ if env is None else env, "verdicts")
 
 
 @contextmanager
