@@ -56,13 +56,10 @@ class Verdict:
     watch: Mapping[str, str]  # every file the children loaded -> its identity when it was proven
 
 
-def cache_dir(env: Mapping[str, str] | None = None) -> str:
-    return cache_folder(os.environ if env is None else env, "verdicts")
-
-
 @contextmanager
-def _folder(path: str, create: bool) -> Iterator[int]:
+def _folder(env: Mapping[str, str] | None, create: bool) -> Iterator[int]:
     """A descriptor of the verdicts folder, every component fa-doctor owns checked (and created 0700)."""
+    path = cache_folder(os.environ if env is None else env, "verdicts")
     tool = os.path.dirname(path)
     base = os.path.dirname(tool)
     if create:
@@ -94,7 +91,7 @@ def load(fingerprint: str, env: Mapping[str, str] | None = None) -> Verdict | No
     if not _valid_hex(fingerprint):
         return None
     try:
-        with _folder(cache_dir(env), create=False) as folder:
+        with _folder(env, create=False) as folder:
             raw = _read(folder, fingerprint + ".json")
     except (OSError, ValueError):
         return None
@@ -122,7 +119,7 @@ def store(verdict: Verdict, env: Mapping[str, str] | None = None) -> str | None:
     if len(data) > _MAX_BYTES:
         return f"verdict of {len(data)} bytes is over the {_MAX_BYTES} byte limit"
     try:
-        with _folder(cache_dir(env), create=True) as folder:
+        with _folder(env, create=True) as folder:
             tmp = f".{verdict.fingerprint[:16]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW_CLOEXEC, 0o600, dir_fd=folder)
             try:
@@ -143,15 +140,15 @@ def store(verdict: Verdict, env: Mapping[str, str] | None = None) -> str | None:
 def forget(fingerprint: str, env: Mapping[str, str] | None = None) -> None:
     """A run with this fingerprint failed: its passing verdict, if any, must not be reused."""
     if _valid_hex(fingerprint):
-        with suppress(OSError, ValueError), _folder(cache_dir(env), create=False) as folder:
+        with suppress(OSError, ValueError), _folder(env, create=False) as folder:
             _unlink(folder, fingerprint + ".json")
 
 
-def latest(env: Mapping[str, str] | None = None, limit: int = _KEEP) -> list[Verdict]:
+def latest(env: Mapping[str, str] | None = None) -> list[Verdict]:
     """The stored verdicts, newest first (to say which part changed when none matches)."""
     try:
-        with _folder(cache_dir(env), create=False) as folder:
-            found = [parse(_read(folder, name), name[: -len(".json")]) for name, _ in _entries(folder)[:limit]]
+        with _folder(env, create=False) as folder:
+            found = [parse(_read(folder, name), name[: -len(".json")]) for name, _ in _entries(folder)[:_KEEP]]
     except (OSError, ValueError):
         return []
     return [verdict for verdict in found if verdict is not None]
