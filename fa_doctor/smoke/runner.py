@@ -86,7 +86,6 @@ def run_smoke(
         "api": target.api,
         "device": device,
         "cases": list(specs),
-        "seed": 0,
         "dists": list(_DISTS[target.api]),
         "cache_root": used_cache,
         "cache_dists": list(_CACHE_DISTS) if target.api == "cute" else [],
