@@ -84,10 +84,8 @@ def dist_versions(names: list[str]) -> dict[str, str]:
 
     found: dict[str, str] = {}
     for name in names:
-        try:
+        with contextlib.suppress(Exception):  # absent or broken metadata is just "unknown"
             found[name] = metadata.version(name)
-        except Exception:  # absent or broken metadata is just "unknown"
-            continue
     return found
 
 
@@ -288,20 +286,18 @@ def watch_parent(parent: int, every: float = 0.5) -> None:
 
 
 def loaded_files(limit: int = 20000) -> list[str]:
-    """Every file the import and the kernels pulled in: module files and the shared objects in /proc/self/maps."""
+    """Every file the import and the kernels pulled in: module files and the shared objects in /proc/self/maps
+    (where there is one: elsewhere, the module files alone)."""
     files: dict[str, None] = {}
     for mod in list(sys.modules.values()):
         path = getattr(mod, "__file__", None)
         if isinstance(path, str) and os.path.isabs(path):
             files[path] = None
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as fh:
-            for line in fh:
-                parts = line.split(None, 5)
-                if len(parts) == 6 and parts[5].startswith("/"):
-                    files[parts[5].rstrip("\n").removesuffix(" (deleted)")] = None
-    except OSError:
-        pass  # not Linux: the module files alone
+    with contextlib.suppress(OSError), open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as fh:
+        for line in fh:
+            parts = line.split(None, 5)
+            if len(parts) == 6 and parts[5].startswith("/"):
+                files[parts[5].rstrip("\n").removesuffix(" (deleted)")] = None
     return sorted(files)[:limit]
 
 

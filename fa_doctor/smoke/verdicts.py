@@ -158,10 +158,8 @@ def _entries(folder: int) -> list[tuple[str, float]]:
     found = []
     for name in os.listdir(folder):
         if name.endswith(".json") and _valid_hex(name[: -len(".json")]):
-            try:
+            with suppress(OSError):
                 found.append((name, os.stat(name, dir_fd=folder, follow_symlinks=False).st_mtime))
-            except OSError:
-                continue
     return sorted(found, key=lambda nm: -nm[1])
 
 
