@@ -33,10 +33,6 @@ _CASE = dict.fromkeys(("name", "function", "dtype"), "str") | {"head_dim": "int"
 _CASE |= {"max_abs_err": "num?", "tolerance": "num", "seconds": "num?"}
 
 
-class CacheRefused(OSError):
-    """The cache folder is not one fa-doctor may use (a link, another user's, not a folder)."""
-
-
 @dataclass(frozen=True, slots=True)
 class Proven:
     """When and where a verdict was proven by running the kernels."""
@@ -58,7 +54,8 @@ class Verdict:
 
 @contextmanager
 def _folder(env: Mapping[str, str] | None, create: bool) -> Iterator[int]:
-    """A descriptor of the verdicts folder, every component fa-doctor owns checked (and created 0700)."""
+    """A descriptor of the verdicts folder, every component fa-doctor owns checked (and created 0700): OSError
+    when one is not a folder fa-doctor may use (a link, another user's, a file)."""
     path = cache_folder(os.environ if env is None else env, "verdicts")
     tool = os.path.dirname(path)
     base = os.path.dirname(tool)
@@ -73,12 +70,12 @@ def _folder(env: Mapping[str, str] | None, create: bool) -> Iterator[int]:
             try:
                 child = os.open(name, _O_DIR, dir_fd=fd)
             except OSError as exc:  # ELOOP: a link; ENOTDIR: a file
-                raise CacheRefused(f"{os.path.join(base, name)}: {exc.strerror or exc}") from exc
+                raise OSError(f"{os.path.join(base, name)}: {exc.strerror or exc}") from exc
             os.close(fd)
             fd = child
             st = os.fstat(fd)
             if st.st_uid != os.geteuid():
-                raise CacheRefused(f"{name} is owned by uid {st.st_uid}, not by this user")
+                raise OSError(f"{name} is owned by uid {st.st_uid}, not by this user")
             if st.st_mode & 0o077:
                 os.fchmod(fd, 0o700)  # ours: made private (an older fa-doctor or a umask left it open)
         yield fd
