@@ -78,7 +78,7 @@ def in_process(fenv: FakeEnv, runs: int) -> dict[str, Any]:
     assert stored.check.smoke is not None and stored.check.smoke.proven is not None, "no verdict was stored"
     facts = gather(options, {})
     derived = derive(facts)
-    keys = smoke_keys(facts, derived.selection, derived.states, False)
+    keys = smoke_keys(derived.selection, derived.states, False)
     targets = [SmokeTarget(k, "flash_attn.cute", "cute") for k in keys]
     devices = list(facts.gpus.devices)
     pins = [pin_for(d, facts) for d in devices]

@@ -1,11 +1,9 @@
-"""`check` and `explain` classify with one table: the smoke classifier is the knowledge base's
-(tests/test_smoke_classify.py pins its answers)."""
+"""`check` and `explain` classify with one table (tests/test_smoke_classify.py pins the classifier's answers)."""
 
 from __future__ import annotations
 
 from fa_doctor.knowledge import explain, load
-from fa_doctor.knowledge.classify import classify as by_table
-from fa_doctor.smoke.classify import classify
+from fa_doctor.knowledge.classify import classify
 
 SAMPLES = [
     ("ImportError", "/x/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEi"),
@@ -15,11 +13,6 @@ SAMPLES = [
     ("ImportError", "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by /x/y.so)"),
     ("ImportError", "Can not import FA3 in sgl_kernel. Please check your installation."),
 ]
-
-
-def test_smoke_classifier_is_the_tables() -> None:
-    for exc, msg in SAMPLES:
-        assert classify(exc, msg, []) == by_table(exc, msg, [])
 
 
 def test_explain_agrees_with_the_smoke_cause() -> None:

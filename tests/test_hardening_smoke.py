@@ -111,6 +111,25 @@ def test_case_events_with_garbage_numbers_are_failed_cases_not_crashes(tmp_path:
     assert [c.passed for c in result.cases] == [False, True] and result.cases[1].seconds == 0.5
 
 
+def test_integers_too_big_for_a_float_are_invalid_numbers_not_crashes(tmp_path: Path) -> None:
+    huge = str(10**400).encode()  # valid JSON; float() of it raises OverflowError
+    lines = [
+        b'{"event": "phase", "name": "import", "state": "start", "t": ' + huge + b"}\n",
+        b'{"event": "phase", "name": "import", "state": "end", "t": 2}\n',
+        b'{"event": "case", "name": "varlen_bf16_d128_causal", "max_abs_err": '
+        + huge
+        + b', "seconds": -'
+        + huge
+        + b"}\n",
+        b'{"event": "case", "name": "varlen_bf16_d128_noncausal", "max_abs_err": 0.001, "seconds": 0.5}\n',
+        b'{"event": "done"}\n',
+    ]
+    result = run_smoke(fake_child(tmp_path, lines), FA2, device="cpu", timeout=20)
+    strict(result)
+    assert result.status == "mismatch" and "import" not in result.phases
+    assert [(c.max_abs_err, c.seconds, c.passed) for c in result.cases] == [(None, None, False), (0.001, 0.5, True)]
+
+
 def test_event_flood_is_bounded(tmp_path: Path) -> None:
     tail = 'line = b\'{"event": "warning", "text": "w"}\\n\' * 1000\nfor _ in range(200):\n    os.write(fd, line)\n'
     start = time.monotonic()

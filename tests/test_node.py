@@ -154,4 +154,4 @@ def test_broken_installs_are_still_smoke_tested(fenv: FakeEnv, tmp_path: Path, m
 
     facts = gather(CheckOptions(python=fenv.python), {})
     states = assess_all(facts)
-    assert smoke_step.smoke_keys(facts, select(facts, states, None), states, every=False) == ["fa4"]
+    assert smoke_step.smoke_keys(select(facts, states, None), states, every=False) == ["fa4"]

@@ -236,7 +236,7 @@ def test_sglang_kernel_remedy_follows_the_servers_pin(fenv: FakeEnv) -> None:
 def test_orjson_is_sglangs_requirement_not_the_dsl(fenv: FakeEnv) -> None:
     from fa_doctor.diagnose.checks import unmet
     from fa_doctor.diagnose.plan.expand import expand
-    from fa_doctor.smoke.classify import ImportProblem
+    from fa_doctor.knowledge.classify import ImportProblem
 
     _sglang_over_torch_2_11(fenv)
     facts = gather_facts(fenv)

@@ -15,10 +15,10 @@ from fa_doctor.diagnose.derive.requires import requires
 from fa_doctor.diagnose.plan import recipes
 from fa_doctor.diagnose.plan.expand import expand
 from fa_doctor.diagnose.plan.torch import torch_channel
+from fa_doctor.knowledge.classify import ImportProblem
 from fa_doctor.model import actions as A
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.render.shell import finding_dict, fix_command, remedy_lines
-from fa_doctor.smoke.classify import ImportProblem
 
 
 def _pips(rs: tuple[Remedy, ...]) -> list[A.PipInstall]:

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fa_doctor.smoke.classify import CAUSES, classify
+from fa_doctor.knowledge.base import CAUSES
+from fa_doctor.knowledge.classify import classify
 
 SO = "/usr/local/lib/python3.10/dist-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so"
 
@@ -246,7 +247,7 @@ def test_abi_hint_reads_mangled_names(symbol: str, abi: str) -> None:
 
 
 def test_demangle_needs_a_mangled_name() -> None:
-    from fa_doctor.smoke.classify import demangle
+    from fa_doctor.knowledge.extract import demangle
 
     assert demangle("cudaLaunchKernelExC") is None
     assert "demangled" not in classify("ImportError", "undefined symbol: cudaLaunchKernelExC", []).evidence
@@ -397,7 +398,7 @@ def fake_cxxfilt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, body: str) -> 
 
 
 def test_demangle_only_asks_cxxfilt_about_mangled_names(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from fa_doctor.smoke.classify import demangle
+    from fa_doctor.knowledge.extract import demangle
 
     fake_cxxfilt(monkeypatch, tmp_path, "echo 'demangled name'")
     assert demangle("_ZN1a1bEv") == "demangled name"
@@ -411,7 +412,7 @@ def test_demangle_only_asks_cxxfilt_about_mangled_names(monkeypatch: pytest.Monk
 
 
 def test_demangle_is_bounded_in_time(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from fa_doctor.smoke.classify import demangle
+    from fa_doctor.knowledge.extract import demangle
 
     fake_cxxfilt(monkeypatch, tmp_path, "/bin/sleep 2.6; echo late")
     assert demangle("_ZN1a1bEv") is None

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from fa_doctor.knowledge.classify import ImportProblem, classify
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.intents import ReinstallSame
 from fa_doctor.render.shell import finding_dict, remedy_lines
 from fa_doctor.smoke import CaseResult, SmokeResult
-from fa_doctor.smoke.classify import ImportProblem, classify
 from fa_doctor.smoke.findings import skipped_finding, smoke_findings
 
 PY = "/opt/venv/bin/python"

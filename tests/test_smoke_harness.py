@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 from smoke_fakes.scenarios import CXX_TORCH_SYMBOL, FA2, FAKES, HANG_TIMEOUT, OLD_ABI_SYMBOL, PYTHON, Run, run_all
 
+from fa_doctor.knowledge.classify import ImportProblem
 from fa_doctor.model.finding import Remedy, Severity
 from fa_doctor.render.shell import finding_dict
 from fa_doctor.smoke import SmokeResult, SmokeTarget
-from fa_doctor.smoke.classify import ImportProblem
 from fa_doctor.smoke.findings import smoke_findings
 from fa_doctor.smoke.runner import run_smoke
 

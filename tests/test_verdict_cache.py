@@ -305,6 +305,11 @@ def _wrong_types(doc: dict[str, Any], raw: bytes) -> bytes:
     return json.dumps(doc).encode()
 
 
+def _number_too_big_for_a_float(doc: dict[str, Any], raw: bytes) -> bytes:
+    doc["results"][0]["result"]["cases"][0]["tolerance"] = 10**400
+    return json.dumps(doc).encode()
+
+
 def _huge(doc: dict[str, Any], raw: bytes) -> bytes:
     doc["padding"] = "x" * (9 << 20)
     return json.dumps(doc).encode()
@@ -314,7 +319,10 @@ def _deep(doc: dict[str, Any], raw: bytes) -> bytes:
     return b"[" * 100000 + b"]" * 100000
 
 
-@pytest.mark.parametrize("spoil", [_garbage, _truncated, _failed, _other_fingerprint, _wrong_types, _huge, _deep])
+@pytest.mark.parametrize(
+    "spoil",
+    [_garbage, _truncated, _failed, _other_fingerprint, _wrong_types, _number_too_big_for_a_float, _huge, _deep],
+)
 def test_a_corrupted_or_foreign_file_is_ignored(
     cli: Any, node: Node, spoil: Callable[[dict[str, Any], bytes], bytes]
 ) -> None:

@@ -89,9 +89,6 @@ def _words(entry: Entry) -> frozenset[str]:
     return frozenset(w for p in entry.patterns for lit in (p.find, *p.also) for w in WORD.findall(lit))
 
 
-_GPU_ARCH = "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv"
-
-
 def _remedies(entry: Entry, extracted: Mapping[str, str], facts: Facts | None) -> tuple[Remedy, ...]:
     """Facts-dependent remedies first (exact wheel, this machine's glibc/GPU), then the entry's general ones.
     Installs are intents, written by the planner: exact for the target with facts, and without them only the
@@ -148,7 +145,8 @@ def _exact(entry: Entry, extracted: Mapping[str, str], facts: Facts) -> tuple[Re
         out.append(Remedy(f"This system has {facts.target.libc}; the binary needs {need}.", ("ldd --version",)))
     if entry.category in ("arch-unsupported", "fa3-unavailable") and facts.capabilities:
         caps = ", ".join(f"{a}.{b}" for a, b in facts.capabilities)
-        out.append(Remedy(f"The target's GPUs have compute capability {caps}.", (_GPU_ARCH,)))
+        arch = "nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv"
+        out.append(Remedy(f"The target's GPUs have compute capability {caps}.", (arch,)))
     if entry.reinstall:
         from fa_doctor.diagnose.plan.expand import expand
         from fa_doctor.model.intents import Install
@@ -194,20 +192,16 @@ def verdicts(facts: Facts, findings: Sequence[Finding]) -> dict[str, Verdict]:
         if f.severity in (Severity.FAIL, Severity.WARN) or (f.id in _FACTS and f.severity is Severity.INFO):
             bad.setdefault(f.id, []).append(f)
     out: dict[str, Verdict] = {}
-    for category, ids in _CONFIRMED_BY.items():
-        if hit := [i for i in ids if i in bad]:
-            titles = "; ".join(bad[i][0].title for i in hit)
-            out[category] = Verdict(CONFIRMED, f"`fa-doctor check` finds it here: {titles}", tuple(hit))
-    requirement = [f for f in bad.get("package.requirement", []) if "torch" in f"{f.title} {f.detail}".lower()]
-    if requirement and "abi-mismatch" not in out:
-        out["abi-mismatch"] = Verdict(
-            CONFIRMED, f"torch differs from a build's pin: {requirement[0].title}", ("package.requirement",)
-        )
 
-    def say(state: str, category: str, reason: str) -> None:
-        out.setdefault(category, Verdict(state, reason))
+    def say(state: str, category: str, reason: str, ids: tuple[str, ...] = ()) -> None:
+        out.setdefault(category, Verdict(state, reason, ids))
 
     yes, no = partial(say, CONFIRMED), partial(say, RULED_OUT)
+    for category, ids in _CONFIRMED_BY.items():
+        if hit := [i for i in ids if i in bad]:
+            yes(category, f"`fa-doctor check` finds it here: {'; '.join(bad[i][0].title for i in hit)}", tuple(hit))
+    if requirement := [f for f in bad.get("package.requirement", []) if "torch" in f"{f.title} {f.detail}".lower()]:
+        yes("abi-mismatch", f"torch differs from a build's pin: {requirement[0].title}", ("package.requirement",))
     torch, caps = facts.torch, facts.capabilities
     seen = {f.id for f in findings}
     gpus = ", ".join(f"{d.name} ({d.capability[0]}.{d.capability[1]})" for d in facts.gpus.devices if d.capability)

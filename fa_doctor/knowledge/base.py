@@ -12,7 +12,6 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from fa_doctor.knowledge.problem import CAUSES
 from fa_doctor.model.finding import Remedy
 from fa_doctor.model.intents import Intent
 from fa_doctor.render.shell import remedy_dict
@@ -33,8 +32,20 @@ CATEGORIES = (
     "fa3-unavailable",
     "selection-override",
 )
-# The causes fa_doctor.smoke.classify names; each entry maps to one so `check` and `explain` share this table.
-SMOKE_CAUSES = CAUSES
+# The causes classify.py names; each entry maps to one (smoke_cause) so `check` and `explain` share this table.
+CAUSES = (
+    "torch_abi",
+    "glibc",
+    "cuda_runtime",
+    "cute_dsl_missing",
+    "no_kernel_image",
+    "gpu_too_old",
+    "driver_too_old",
+    "no_cuda",
+    "module_missing",
+    "sgl_kernel_fa3",
+    "unknown",
+)
 # Groups of variable parts an entry may ask for, and their keys; extract.py fills them.
 GROUP_KEYS: dict[str, tuple[str, ...]] = {
     "symbol": ("symbol", "demangled", "symbol_kind", "symbol_version", "abi"),
@@ -69,7 +80,7 @@ class Pattern:
     unless: tuple[str, ...] = ()
     field: str = ""
     values: tuple[str, ...] = ()
-    label: str = ""  # what fa_doctor.smoke.classify calls this text (its evidence "matched"), when it names it
+    label: str = ""  # what classify.py calls this text (its evidence "matched"), when it names it
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +159,7 @@ def _entry(e: Any) -> Entry:
     category = _str(e, "category")
     _require(category in CATEGORIES, f"{eid}: unknown category {category}")
     smoke = e.get("smoke_cause", "unknown")
-    _require(smoke in SMOKE_CAUSES, f"{eid}: unknown smoke_cause {smoke}")
+    _require(smoke in CAUSES, f"{eid}: unknown smoke_cause {smoke}")
     patterns = tuple(_pattern(eid, p) for p in _list(e, "patterns"))
     remedies = tuple(_remedy(eid, r) for r in _list(e, "remedies"))
     _require(patterns and remedies, f"{eid}: needs at least one pattern and one remedy")

@@ -1,14 +1,16 @@
-"""fa_doctor.smoke.classify's contract answered from the knowledge base: the table decides the failure mode, this
-module words it as the smoke classifier does (summaries and evidence keys pinned by tests/test_smoke_classify.py)."""
+"""The cause of an import- or call-time error (the exception text and its whole __cause__/__context__ chain:
+sgl_kernel's "Can not import FA3" hides the real reason there), by the knowledge base's table, so `check`'s smoke
+test and `explain` give the same diagnosis; summaries and evidence keys are pinned by tests/test_smoke_classify.py."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 
 from fa_doctor.knowledge.base import load
 from fa_doctor.knowledge.extract import demangle
 from fa_doctor.knowledge.match import Hit, match, normalise
-from fa_doctor.knowledge.problem import ImportProblem
 
 _UNKNOWN = "The FlashAttention module raised an error fa-doctor does not recognise; the exact text is below."
 _FIXED = {
@@ -29,6 +31,22 @@ _ABI = {
 }
 # Libraries whose soname major is the CUDA toolkit major (cufft/curand/cusolver number their own).
 _CUDA_MAJOR_LIBS = ("libcudart.", "libcublas.", "libcublasLt.", "libnvrtc.", "libnvJitLink.")
+
+
+@dataclass(frozen=True, slots=True)
+class ImportProblem:
+    cause: str  # one of base.CAUSES
+    summary: str  # one plain sentence for the user
+    message: str  # "ExcType: message" of the outermost exception, verbatim
+    chain: tuple[str, ...] = ()  # "ExcType: message" of each __cause__/__context__, nearest first
+    evidence: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "evidence", MappingProxyType(dict(self.evidence)))
+
+    def to_dict(self) -> dict[str, object]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {**out, "chain": list(self.chain), "evidence": dict(self.evidence)}
 
 
 def classify(exc_type: str, message: str, chain: Sequence[str]) -> ImportProblem:

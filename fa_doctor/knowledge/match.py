@@ -85,11 +85,6 @@ def lower(flat: str) -> str:
     return low if len(low) == len(flat) else "".join(c if len(c.lower()) != 1 else c.lower() for c in flat)
 
 
-def presence(low: str) -> Callable[[str], bool]:
-    """Whether a literal occurs in low, each literal searched once."""
-    return cache(low.__contains__)
-
-
 @dataclass(frozen=True, slots=True)
 class Hit:
     entry: Entry
@@ -101,7 +96,7 @@ class Hit:
 def match(entries: tuple[Entry, ...], flat: str, limit: int) -> tuple[list[Hit], dict[str, str]]:
     """Entries whose patterns match, best first, and every variable part found in the paste."""
     low = lower(flat)
-    has = presence(low)
+    has = cache(low.__contains__)  # whether a literal occurs in low, each literal searched once
     found = extract(flat, low, has)
     hits: list[Hit] = []
     for entry in entries:
@@ -167,7 +162,7 @@ def featurise(flat: str) -> Features:
     hits, found = match(load(), flat, _ALL_HITS)
     flat = _cut(flat, _EV_HEAD, _EV_HEAD + _EV_TAIL, " ")
     low = lower(flat)
-    has = presence(low)
+    has = cache(low.__contains__)  # whether a literal occurs in low, each literal searched once
     ev = evidence(flat, low, found, has)
     for h in hits:
         ev.setdefault("entry:" + h.entry.id, f"the text matches {h.entry.id} ('{h.pattern.find or h.pattern.field}')")

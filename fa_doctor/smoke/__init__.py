@@ -3,12 +3,14 @@ module holds the result types `runner.run_smoke` produces; importing it imports 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fa_doctor.smoke.classify import ImportProblem
+if TYPE_CHECKING:
+    from fa_doctor.knowledge.classify import ImportProblem
 
 APIS = ("fa2", "fa3", "sgl", "cute", "vllm")
 HEADS, KV_HEADS = 4, 2
@@ -83,6 +85,14 @@ class SmokeResult:
             "cases": [asdict(c) for c in self.cases],
             "error": self.error.to_dict() if self.error else None,
         }
+
+
+def cache_folder(env: Mapping[str, str], name: str) -> str:
+    """$XDG_CACHE_HOME/fa-doctor/<name>, under ~/.cache when that is unset or relative (invalid, says the XDG spec)."""
+    base = env.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):
+        base = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fa-doctor", name)
 
 
 def case_specs(api: str) -> tuple[dict[str, Any], ...]:

@@ -10,12 +10,12 @@ from typing import Any
 from fa_doctor.catalog import ecosystem, names
 from fa_doctor.diagnose.checks.remedies import planned
 from fa_doctor.diagnose.derive.requires import version_of
+from fa_doctor.knowledge.classify import ImportProblem
 from fa_doctor.model.actions import RunCommand
 from fa_doctor.model.finding import Finding, Remedy, Severity
 from fa_doctor.model.intents import ReinstallSame
 from fa_doctor.model.lines import Lines
 from fa_doctor.smoke import SmokeResult
-from fa_doctor.smoke.classify import ImportProblem
 
 Reinstall = Callable[[str, ImportProblem | None], tuple[Remedy, ...]]
 _STDERR_LINES = 12

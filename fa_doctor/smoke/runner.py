@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from fa_doctor.catalog import names
+from fa_doctor.knowledge.classify import ImportProblem, classify
 from fa_doctor.process import proc
-from fa_doctor.smoke import APIS, CaseResult, SmokeResult, SmokeTarget, case_specs
-from fa_doctor.smoke.classify import ImportProblem, classify
+from fa_doctor.smoke import APIS, CaseResult, SmokeResult, SmokeTarget, cache_folder, case_specs
 
 # Versions the child looks up only when the import fails, for exact remedies.
 _DISTS = {
@@ -71,9 +71,7 @@ def run_smoke(
     notes: list[str] = []
     used_cache: str | None = None
     if target.api == "cute" and use_cache:
-        home = child_env.get("HOME") or os.path.expanduser("~")
-        xdg = child_env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
-        path = os.path.abspath(cache_dir or os.path.join(xdg, "fa-doctor", "cute-dsl"))
+        path = os.path.abspath(cache_dir or cache_folder(child_env, "cute-dsl"))
         try:
             os.makedirs(path, mode=0o700, exist_ok=True)
             used_cache = path
@@ -88,7 +86,6 @@ def run_smoke(
         "api": target.api,
         "device": device,
         "cases": list(specs),
-        "seed": 0,
         "dists": list(_DISTS[target.api]),
         "cache_root": used_cache,
         "cache_dists": list(_CACHE_DISTS) if target.api == "cute" else [],
@@ -243,10 +240,14 @@ class _Reader:
 
 
 def _finite(value: object) -> float | None:
-    """A number the report can hold: JSON has no NaN or Infinity, and a bool is not a number."""
+    """A number the report can hold: JSON has no NaN or Infinity, a bool is not a number, and an integer too big
+    for a float (10**400 written out) is as invalid as Infinity."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
     return number if math.isfinite(number) else None
 
 

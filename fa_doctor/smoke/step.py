@@ -35,13 +35,11 @@ _API = {"fa2": "fa2", "fa3": "fa3", "fa3-sgl": "sgl", "fa4": "cute", "fa4-sglang
 _MAX_NAMED = 20  # changed files named in the report
 
 
-def smoke_keys(facts: Facts, selection: Selection | None, states: dict[str, ImplState], every: bool) -> list[str]:
-    if every:
-        return [k for k, s in states.items() if s.installed and (k != "fa4-sglang" or s.spot.found)]
+def smoke_keys(selection: Selection | None, states: dict[str, ImplState], every: bool) -> list[str]:
     keys = [p.implementation for p in (selection.phases if selection else ()) if p.implementation and p.version]
-    if not keys and selection is not None and selection.prefill.source == "auto":
-        # Nothing usable was selected, but what is installed still gets run: its import error is the diagnosis.
-        return smoke_keys(facts, selection, states, every=True)
+    # Nothing usable was selected, but what is installed still gets run: its import error is the diagnosis.
+    if every or (not keys and selection is not None and selection.prefill.source == "auto"):
+        return [k for k, s in states.items() if s.installed and (k != "fa4-sglang" or s.spot.found)]
     return list(dict.fromkeys(k for k in keys if k is not None))
 
 
@@ -67,7 +65,7 @@ def smoke_step(
     """`refused`: why the server would refuse to start (an invalid override): the kernels are not run."""
     from fa_doctor.smoke.findings import skipped_finding, smoke_findings
 
-    keys = smoke_keys(facts, derived.selection, derived.states, options.smoke_all)
+    keys = smoke_keys(derived.selection, derived.states, options.smoke_all)
     section = SmokeSection(tuple(keys))
     if refused:  # the server would not start: a kernel test (seconds to minutes) would only delay saying so
         return [skipped_finding(f"{refused}: the server would refuse to start", require_gpu=False)], section

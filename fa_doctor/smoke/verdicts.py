@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import fa_doctor
-from fa_doctor.smoke import CaseResult, SmokeResult
+from fa_doctor.smoke import CaseResult, SmokeResult, cache_folder
 
 SCHEMA = "fa-doctor.verdict/1"
 _MAX_BYTES = 8 << 20  # eight GPUs x six implementations ~200 KB, plus the identity of every loaded file
@@ -31,10 +31,6 @@ _RESULT |= dict.fromkeys(("device_name", "last_phase"), "str?")
 _RESULT |= {"returncode": "int?", "warnings": "strs", "timeout": "num", "environment": "map"}
 _CASE = dict.fromkeys(("name", "function", "dtype"), "str") | {"head_dim": "int", "causal": "bool", "error": "str?"}
 _CASE |= {"max_abs_err": "num?", "tolerance": "num", "seconds": "num?"}
-
-
-class CacheRefused(OSError):
-    """The cache folder is not one fa-doctor may use (a link, another user's, not a folder)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +52,11 @@ class Verdict:
     watch: Mapping[str, str]  # every file the children loaded -> its identity when it was proven
 
 
-def cache_dir(env: Mapping[str, str] | None = None) -> str:
-    env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or ""
-    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored
-        base = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "fa-doctor", "verdicts")
-
-
 @contextmanager
-def _folder(path: str, create: bool) -> Iterator[int]:
-    """A descriptor of the verdicts folder, every component fa-doctor owns checked (and created 0700)."""
+def _folder(env: Mapping[str, str] | None, create: bool) -> Iterator[int]:
+    """A descriptor of the verdicts folder, every component fa-doctor owns checked (and created 0700): OSError
+    when one is not a folder fa-doctor may use (a link, another user's, a file)."""
+    path = cache_folder(os.environ if env is None else env, "verdicts")
     tool = os.path.dirname(path)
     base = os.path.dirname(tool)
     if create:
@@ -80,12 +70,12 @@ def _folder(path: str, create: bool) -> Iterator[int]:
             try:
                 child = os.open(name, _O_DIR, dir_fd=fd)
             except OSError as exc:  # ELOOP: a link; ENOTDIR: a file
-                raise CacheRefused(f"{os.path.join(base, name)}: {exc.strerror or exc}") from exc
+                raise OSError(f"{os.path.join(base, name)}: {exc.strerror or exc}") from exc
             os.close(fd)
             fd = child
             st = os.fstat(fd)
             if st.st_uid != os.geteuid():
-                raise CacheRefused(f"{name} is owned by uid {st.st_uid}, not by this user")
+                raise OSError(f"{name} is owned by uid {st.st_uid}, not by this user")
             if st.st_mode & 0o077:
                 os.fchmod(fd, 0o700)  # ours: made private (an older fa-doctor or a umask left it open)
         yield fd
@@ -98,7 +88,7 @@ def load(fingerprint: str, env: Mapping[str, str] | None = None) -> Verdict | No
     if not _valid_hex(fingerprint):
         return None
     try:
-        with _folder(cache_dir(env), create=False) as folder:
+        with _folder(env, create=False) as folder:
             raw = _read(folder, fingerprint + ".json")
     except (OSError, ValueError):
         return None
@@ -126,7 +116,7 @@ def store(verdict: Verdict, env: Mapping[str, str] | None = None) -> str | None:
     if len(data) > _MAX_BYTES:
         return f"verdict of {len(data)} bytes is over the {_MAX_BYTES} byte limit"
     try:
-        with _folder(cache_dir(env), create=True) as folder:
+        with _folder(env, create=True) as folder:
             tmp = f".{verdict.fingerprint[:16]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW_CLOEXEC, 0o600, dir_fd=folder)
             try:
@@ -147,15 +137,15 @@ def store(verdict: Verdict, env: Mapping[str, str] | None = None) -> str | None:
 def forget(fingerprint: str, env: Mapping[str, str] | None = None) -> None:
     """A run with this fingerprint failed: its passing verdict, if any, must not be reused."""
     if _valid_hex(fingerprint):
-        with suppress(OSError, ValueError), _folder(cache_dir(env), create=False) as folder:
+        with suppress(OSError, ValueError), _folder(env, create=False) as folder:
             _unlink(folder, fingerprint + ".json")
 
 
-def latest(env: Mapping[str, str] | None = None, limit: int = _KEEP) -> list[Verdict]:
+def latest(env: Mapping[str, str] | None = None) -> list[Verdict]:
     """The stored verdicts, newest first (to say which part changed when none matches)."""
     try:
-        with _folder(cache_dir(env), create=False) as folder:
-            found = [parse(_read(folder, name), name[: -len(".json")]) for name, _ in _entries(folder)[:limit]]
+        with _folder(env, create=False) as folder:
+            found = [parse(_read(folder, name), name[: -len(".json")]) for name, _ in _entries(folder)[:_KEEP]]
     except (OSError, ValueError):
         return []
     return [verdict for verdict in found if verdict is not None]
@@ -165,10 +155,8 @@ def _entries(folder: int) -> list[tuple[str, float]]:
     found = []
     for name in os.listdir(folder):
         if name.endswith(".json") and _valid_hex(name[: -len(".json")]):
-            try:
+            with suppress(OSError):
                 found.append((name, os.stat(name, dir_fd=folder, follow_symlinks=False).st_mtime))
-            except OSError:
-                continue
     return sorted(found, key=lambda nm: -nm[1])
 
 
@@ -219,7 +207,7 @@ def parse(raw: bytes | None, fingerprint: str) -> Verdict | None:
         if not results:
             return None
         return Verdict(fingerprint, _check(doc["parts"], "map"), proven, results, _check(doc["watch"], "map"))
-    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError):
         return None
 
 
