@@ -168,8 +168,9 @@ class Child:
         self.kill(reap=reap)
         return Completed(self.proc.returncode, bytes(out), bytes(err), timed_out, truncated, time.monotonic() - start)
 
-    def _sweep(self, sig: int) -> None:
-        """Signal the group, the live descendants and every process carrying our token (see module doc)."""
+    def _sweep(self, sig: int) -> bool:
+        """Signal the group, the live descendants and every process carrying our token (see module doc); whether
+        any such process was found (none: nothing is left that could fork another)."""
         reaped = self.proc.returncode is not None  # then its pid, and so the group id, may be another's now
         pids = (set() if reaped else set(_descendants(self.pid))) | set(_tagged(self.token))
         if not reaped:
@@ -178,12 +179,12 @@ class Child:
         for pid in pids - {os.getpid()}:
             with contextlib.suppress(OSError):
                 os.kill(pid, sig)
+        return bool(pids)
 
     def kill(self, reap: float = 2.0) -> None:
         """SIGKILL the child and its leftovers, reap it (waiting at most ``reap`` s), close the pipes, forget it."""
         for _ in range(3):  # a leftover that forks while we sweep gets another round
-            self._sweep(signal.SIGKILL)
-            if not _tagged(self.token):
+            if not self._sweep(signal.SIGKILL) or not _tagged(self.token):
                 break
         # Forgotten before it is reaped: once reaped, its pid (the group id we signal) may belong to another.
         _LIVE.pop(self.pid, None)
