@@ -240,23 +240,3 @@ def to_dict(action: Action) -> dict[str, Any]:
         value = getattr(action, f.name)
         out[f.name] = dict(value) if f.name == "env" else list(value) if isinstance(value, tuple) else value
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class Invocation:
-    """How `fix --apply` runs a command action: no shell, the pins on stdin, the extra variables merged."""
-
-    argv: tuple[str, ...]
-    env: tuple[tuple[str, str], ...] = ()
-    stdin: str | None = None
-
-
-def invocation(action: Action) -> Invocation | None:
-    """The process to start for this action; None for the ones that change the calling shell (Set/UnsetEnv) and
-    for a build from a clone (two processes in a folder made for them: `fix --apply` runs it itself)."""
-    if isinstance(action, PipInstall):
-        stdin = "".join(c + "\n" for c in action.constraints) if action.constraints else None
-        return Invocation(action.argv, action.env, stdin)
-    if isinstance(action, (PipUninstall, MovePath, RunCommand, EditFile)):
-        return Invocation(action.argv)
-    return None
