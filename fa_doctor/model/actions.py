@@ -1,5 +1,5 @@
 """A remedy as typed actions. Every value may come from the target and is hostile: render/shell.py quotes each
-argument for its shell, and `fix` runs the same actions through `invocation` (argv, environment, stdin), no shell."""
+argument for its shell, and `fix --apply` runs the same actions' argv, no shell."""
 
 from __future__ import annotations
 
