@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from clirun import invoke
 from fleet_samples import KNOB_WARN, REQUIREMENT, SMOKE_FAILED, jsonl, report, write
 
@@ -281,11 +282,12 @@ def test_refusals_and_duplicates_beyond_the_list_are_counted(tmp_path: Path) -> 
     assert doc["summary"]["duplicates"] == 24
 
 
-def test_the_merger_holds_a_bounded_number_of_nodes() -> None:
-    from fa_doctor.fleet.merge import Merger
+def test_the_merger_holds_a_bounded_number_of_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fa_doctor.fleet import merge as merging
     from fa_doctor.fleet.read import Document
 
-    merger = Merger(max_nodes=3)
+    monkeypatch.setattr(merging, "MAX_NODES", 3)
+    merger = merging.Merger()
     for i in range(5):
         merger.add(Document(f"r{i}", report(f"gpu-{i}")))
     merger.add(Document("again", report("gpu-1")))  # a node held: still merged

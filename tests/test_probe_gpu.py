@@ -156,7 +156,7 @@ class TestNvidiaSmi:
             GpuDevice(0, 0, "NVIDIA A100-SXM4-80GB", None, None, None, "[N/A]"),
             GpuDevice(1, 1, "Weird, Inc. GPU", (8, 6), 24576, UUID1),
         )
-        assert not facts.devices[0].capability_known  # unknown, not healthy: a check can warn
+        assert facts.devices[0].capability is None  # unknown, not healthy: a check can warn
         assert facts.driver_version == "550.54.15"
 
     @pytest.mark.parametrize(

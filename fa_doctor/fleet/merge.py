@@ -69,8 +69,7 @@ def _worst_first(pair: tuple[str, Severity]) -> tuple[int, str]:
 
 
 class Merger:
-    def __init__(self, max_nodes: int = MAX_NODES) -> None:
-        self.max_nodes = max_nodes
+    def __init__(self) -> None:
         self.refused: list[Refused] = []  # the first LISTED
         self.refused_count = self.duplicate_reports = 0
         self._slot: dict[str, int] = {}  # identity -> node index
@@ -102,8 +101,8 @@ class Merger:
     def _add(self, report: NodeReport) -> str | None:
         """None, or why the report cannot be held."""
         slot = self._slot.get(report.identity)
-        if slot is None and len(self._sources) >= self.max_nodes:
-            return f"beyond {self.max_nodes} distinct nodes, the most one merge holds: merge the fleet in parts"
+        if slot is None and len(self._sources) >= MAX_NODES:
+            return f"beyond {MAX_NODES} distinct nodes, the most one merge holds: merge the fleet in parts"
         if slot is not None and report.when < self._when[slot]:  # an older report of a node held: not merged
             self._duplicate(slot, report.source)
             return None

@@ -47,9 +47,7 @@ class Install:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeResult:
-    """One node's verdict: a row of `Nodes` (one JUnit test case per node)."""
-
+class NodeResult:  # one node's verdict: a row of `Nodes`
     name: str  # unique in the fleet report
     group: int  # its group's index in FleetPayload.groups
     status: Severity  # OK, WARN or FAIL (FAIL also when its own run exited non-zero, e.g. under its --strict)
@@ -175,7 +173,6 @@ class FleetPayload:
         return f"{text}, {c['fail']} fail" + ("; " + ", ".join(extra) if extra else "")
 
     def node_names(self, nodes: Sequence[int], limit: int | None = 10) -> str:
-        """Nodes given by index, by name: the first `limit`, and how many more."""
         shown = self.names(nodes, limit)
         more = len(nodes) - len(shown)
         return ", ".join(shown) + (f" and {more} more" if more else "")
@@ -195,6 +192,5 @@ class FleetPayload:
         }
 
     def names(self, nodes: Sequence[int], limit: int | None = None) -> list[str]:
-        """The names of nodes given by index (the first `limit`)."""
         names = self.nodes.names
         return [names[i] for i in (nodes if limit is None else nodes[:limit])]

@@ -1,5 +1,5 @@
 """A remedy as typed actions. Every value may come from the target and is hostile: render/shell.py quotes each
-argument for its shell, and `fix` runs the same actions through `invocation` (argv, environment, stdin), no shell."""
+argument for its shell, and `fix --apply` runs the same actions' argv, no shell."""
 
 from __future__ import annotations
 
@@ -241,23 +241,3 @@ def to_dict(action: Action) -> dict[str, Any]:
 def runnable(action: Action) -> bool:
     """A repair a child process can carry out (a variable of the calling shell and a diagnostic are the user's)."""
     return not isinstance(action, (SetEnv, UnsetEnv, RunCommand))
-
-
-@dataclass(frozen=True, slots=True)
-class Invocation:
-    """How `fix --apply` runs a command action: no shell, the pins on stdin, the extra variables merged."""
-
-    argv: tuple[str, ...]
-    env: tuple[tuple[str, str], ...] = ()
-    stdin: str | None = None
-
-
-def invocation(action: Action) -> Invocation | None:
-    """The process to start for this action; None for the ones that change the calling shell (Set/UnsetEnv) and
-    for a build from a clone (two processes in a folder made for them: `fix --apply` runs it itself)."""
-    if isinstance(action, PipInstall):
-        stdin = "".join(c + "\n" for c in action.constraints) if action.constraints else None
-        return Invocation(action.argv, action.env, stdin)
-    if isinstance(action, (PipUninstall, MovePath, RunCommand, EditFile)):
-        return Invocation(action.argv)
-    return None

@@ -18,10 +18,6 @@ class GpuDevice:
     # What the source said when it is not a plain "major.minor" ("9.0a", "[N/A]", ""); None when it was read.
     capability_raw: str | None = None
 
-    @property
-    def capability_known(self) -> bool:
-        return self.capability is not None
-
     def to_dict(self) -> dict[str, object]:
         return asdict(self) | {"capability": f"{self.capability[0]}.{self.capability[1]}" if self.capability else None}
 

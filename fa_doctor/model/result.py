@@ -28,16 +28,12 @@ EXIT_ERROR = 2  # misuse, or fa-doctor itself failed
 
 @dataclass(frozen=True, slots=True)
 class PackageRow:
-    """One installed distribution of interest, with the FA family it belongs to."""
-
     dist: Distribution
-    family: str | None
+    family: str | None  # the FA family it belongs to
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceSmoke:
-    """One smoke child's result on one GPU."""
-
     device: GpuDevice
     result: SmokeResult
 

@@ -106,14 +106,9 @@ def fleet_document(result: Result, p: FleetPayload) -> dict[str, Any]:
     }
 
 
-def _key(key: Any) -> str:
-    if isinstance(key, str):
-        return encode_basestring_ascii(key)
-    return encode_basestring_ascii(json.dumps(key) if key is None or isinstance(key, (bool, float)) else str(key))
-
-
 def pretty(value: Any, level: int = 0) -> str:
-    """`value` as `json.dumps(value, indent=2, ensure_ascii=True, allow_nan=False)` writes it."""
+    """`value` as `json.dumps(value, indent=2, ensure_ascii=True, allow_nan=False)` writes it; every key is a string
+    (fleet_document's keys are, and jsonable's)."""
     kind = type(value)
     if kind is str:
         return encode_basestring_ascii(value)
@@ -123,7 +118,7 @@ def pretty(value: Any, level: int = 0) -> str:
     if kind is dict:
         if not value:
             return "{}"
-        items = [_key(k) + ": " + pretty(v, level + 1) for k, v in value.items()]
+        items = [encode_basestring_ascii(k) + ": " + pretty(v, level + 1) for k, v in value.items()]
     elif kind is list or kind is tuple:
         if not value:
             return "[]"

@@ -1,6 +1,5 @@
-"""Chatter on stderr while something slow runs: a spinner on a terminal; plain lines otherwise (systemd, Kubernetes
-and Slurm logs), each with the seconds since the run began, and the static findings before the smoke test starts,
-so a log shows what is known while the kernels run; nothing at all under --quiet. And whether to use colour."""
+"""Chatter on stderr while something slow runs: a spinner on a terminal, timed plain lines in a log (systemd,
+Kubernetes, Slurm) with the static findings before the kernels run, nothing under --quiet. And whether to colour."""
 
 from __future__ import annotations
 
