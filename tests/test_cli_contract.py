@@ -145,20 +145,27 @@ main(sys.argv[1:])
         (["exec", "--no-smoke", "--", sys.executable, "-c", "pass"], {"FA_DOCTOR_PYTHON": "/opt/s/py"}, sys.executable),
         (["fix", "--no-smoke", "--python", "/x/python"], {}, "/x/python"),
         (["check", "--help"], {}, None),
-        (["check", "--python", "/x/python", "--bogus"], {}, None),  # misuse starts nothing
+        # a plain check's probe starts from the raw command line, beside typer's imports: before misuse is found
+        # (test_cli_signals: it does not outlive the run), and asked again where the parsed options differ
+        (["check", "--python", "/x/python", "--bogus"], {}, "/x/python"),
+        (["check", "-o", "--python", "--json"], {"FA_DOCTOR_PYTHON": "/opt/s/python"}, ["--json", "/opt/s/python"]),
         (["fix", "--unset-override", "--shell", "bash"], {}, None),  # inspects no interpreter
         (["--version"], {}, None),
         ([], {}, None),
     ],
 )
-def test_entry_starts_the_target_probe_early(args: list[str], env: dict[str, str], expected: str | None) -> None:
+def test_entry_starts_the_target_probe_early(
+    args: list[str], env: dict[str, str], expected: str | list[str] | None, tmp_path: Path
+) -> None:
     import os
 
     proc = subprocess.run(
-        [sys.executable, "-c", _WATCH, *args], capture_output=True, text=True, timeout=60, env={**os.environ, **env}
-    )
+        [sys.executable, "-c", _WATCH, *args],
+        capture_output=True, text=True, timeout=60, env={**os.environ, **env}, cwd=tmp_path,
+    )  # fmt: skip
     started = [line.split() for line in proc.stderr.splitlines() if line.startswith("early ")]
-    assert started == ([["early", expected, "False"]] if expected else []), proc.stderr
+    pythons = [expected] if isinstance(expected, str) else expected or []
+    assert started == [["early", python, "False"] for python in pythons], proc.stderr
 
 
 def test_console_script_entry_gives_the_same_report(fenv: FakeEnv, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,14 @@ import sys
 
 def main(argv: list[str] | None = None) -> None:
     """No traceback reaches the user, and a JSON format always gets one JSON document."""
-    from fa_doctor.cli.guard import main_guard
+    from fa_doctor.cli import early
 
-    sys.exit(main_guard(sys.argv[1:] if argv is None else list(argv)))
+    args = sys.argv[1:] if argv is None else list(argv)
+    early.guess(args)  # a plain check's probes start now, beside the imports that follow
+    try:
+        from fa_doctor.cli.guard import main_guard
+
+        code = main_guard(args)
+    finally:
+        early.drop()  # what no command took (a misuse, --version) ends with this run
+    sys.exit(code)

@@ -11,6 +11,7 @@ import typer
 
 from fa_doctor.cli import completion
 from fa_doctor.cli import options as opt
+from fa_doctor.cli.early import probes as early_probes
 from fa_doctor.cli.options import ENGINES, check_options, completes, given, one_of, outputs, path, seconds, whole
 from fa_doctor.diagnose.derive import VALID
 
@@ -84,20 +85,6 @@ def app_for(word: str) -> typer.Typer:
     return single
 
 
-def _probe_early(check: Any) -> Any:
-    """The target probe and the GPU probe for these CheckOptions, asking what the check will ask, started before
-    the command's modules are imported."""
-    from fa_doctor.probes.gpu import start_early
-    from fa_doctor.probes.target import TargetProbe
-    from fa_doctor.process import interrupt
-
-    python = check.python or sys.executable
-    probe = TargetProbe(python, env=check.env, cwd=check.cwd, flags=check.python_flags)  # a signal ends it too
-    start_early(python, os.environ if check.env is None else check.env)
-    interrupt.checkpoint("probe")
-    return probe
-
-
 def _deliver(
     ctx: typer.Context, run: Any, early: Any = None, python: Optional[str] = None, **kw: Any
 ) -> tuple[int, Any]:
@@ -119,7 +106,7 @@ def check(
 ) -> int:  # fmt: skip
     """Diagnose the FlashAttention install of a Python environment."""
     options = check_options(ctx.params)
-    early = _probe_early(options)
+    early = early_probes(options)
     from fa_doctor.commands import check as command
 
     return _deliver(ctx, lambda progress, e: command.run(options, progress, e), early, python)[0]
@@ -164,7 +151,7 @@ def exec_(
 
         sys.stderr.write(f"fa-doctor exec: {escape(message)}\n")
         return code
-    early = _probe_early(planned[0])
+    early = early_probes(planned[0])
     run = lambda progress, e: command.run(options, progress, e, planned)  # noqa: E731
     code, result = _deliver(ctx, run, early, planned[0].python, stream=sys.stderr)
     if not command.may_start(result, options, code):
@@ -242,7 +229,7 @@ def fix(
     if undo + discard_journal + apply > 1:
         raise UsageError("--undo, --discard-journal and --apply exclude each other", ctx)
     checking = check_options(ctx.params)
-    early = _probe_early(checking)
+    early = early_probes(checking)
     from fa_doctor.cli.deliver import confirm
     from fa_doctor.commands import fix as command
 

@@ -298,28 +298,30 @@ def _probe(python: str, env: Mapping[str, str], timeout: float, attempts: list[s
 
 
 # The early probe, beside the CLI's imports; a check asking the same question takes its answer, once.
-_early: tuple[tuple[str, dict[str, str], float], threading.Thread, dict[str, GpuFacts]] | None = None
+early: tuple[tuple[str, dict[str, str], float], threading.Thread, dict[str, GpuFacts]] | None = None
 
 
 def start_early(python: str, env: Mapping[str, str], timeout: float = 10.0) -> None:
-    global _early
-    box: dict[str, GpuFacts] = {}
+    global early
     key = (python, dict(env), timeout)
+    if early is not None and early[0] == key:
+        return  # started from the command line before the options were parsed, asking the same
+    box: dict[str, GpuFacts] = {}
 
     def probe() -> None:
         box["v"] = probe_gpus(python, key[1], timeout)
 
     thread = threading.Thread(target=probe, name="fa-doctor early gpu probe", daemon=True)
     thread.start()
-    _early = (key, thread, box)
+    early = (key, thread, box)
 
 
 def early_answer(python: str, env: Mapping[str, str], timeout: float, wait: float) -> GpuFacts | None:
     """The early probe's answer to this question (waiting at most `wait` seconds), else None."""
-    global _early
-    if _early is None or _early[0] != (python, dict(env), timeout):
+    global early
+    if early is None or early[0] != (python, dict(env), timeout):
         return None
-    _key, thread, box = _early
-    _early = None
+    _key, thread, box = early
+    early = None
     thread.join(wait)
     return box.get("v")
