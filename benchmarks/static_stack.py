@@ -7,7 +7,10 @@
   Target: the static check >= 10x faster.
 
 Runs alternate (floor, check-50, check-5000, collect_env, floor, ...) so that load hits all alike; figures are
-medians. Run by hand: python benchmarks/static_stack.py [--runs 21] [--out figures.json]
+medians. The floor depends on the typer release, so the output names it: typer 0.29.2 loads pydantic when it
+parses, 0.27.2 does not (a lighter floor: 1.30x against 1.70x for the same check on one H100, see
+docs/gpu-runs/2026-12-06-h100-typer-floor).
+Run by hand: python benchmarks/static_stack.py [--runs 21] [--out figures.json]
 """
 
 from __future__ import annotations
@@ -101,7 +104,12 @@ def main() -> None:
         for _ in range(args.runs):
             for name, cmd in commands.items():
                 samples[name].append(once(cmd, env))
+        run_app = "import runpy, sys\nsys.argv = ['app.py', 'hello']\ntry:\n"
+        run_app += f"    runpy.run_path({str(app)!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
+        run_app += "import typer\nprint(typer.__version__, 'pydantic' in sys.modules)"
+        stack = subprocess.run([sys.executable, "-c", run_app], capture_output=True, text=True).stdout.split()[-2:]
     med = {name: statistics.median(s) * 1000 for name, s in samples.items()}
+    print(f"floor stack: typer {stack[0]}, pydantic loaded by its run: {stack[1] == 'True'}")
     for name, s in samples.items():
         q = statistics.quantiles(s, n=4)
         print(f"{name:<24} median {med[name]:8.1f} ms  (q1 {q[0] * 1000:.1f}, q3 {q[2] * 1000:.1f}, {len(s)} runs)")
@@ -118,7 +126,7 @@ def main() -> None:
         sign = ">=" if name.startswith("collect_env") else "<="
         print(f"{name:<24} {ratio:6.2f}x  (target {sign} {limit})  {'PASS' if ok else 'FAIL'}")
     if args.out:
-        doc = {"medians_ms": med, "ratios": ratios, "pass": verdicts, "runs": args.runs}
+        doc = {"medians_ms": med, "ratios": ratios, "pass": verdicts, "runs": args.runs, "floor_stack": stack}
         args.out.write_text(json.dumps(doc, indent=2) + "\n")
 
 
