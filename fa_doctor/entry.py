@@ -19,10 +19,15 @@ def main(argv: list[str] | None = None) -> None:
 
         interrupt.checkpoint("cli")
         cli_main(args)
-    except interrupt.Interrupted as exc:  # before the CLI's own guard took over, or after it let go
+    except (interrupt.Interrupted, RuntimeError) as exc:  # before the CLI's own guard took over, or after it let go
+        # (a signal during the guard's imports, with a check's early probe already running: Python 3.11 wraps one
+        # raised inside a dataclass field's __set_name__ in a RuntimeError)
+        signalled = interrupt.within(exc)
+        if signalled is None:
+            raise
         from fa_doctor.cli.guard import emit_interrupted
 
-        sys.exit(emit_interrupted(args, exc.signum))
+        sys.exit(emit_interrupted(args, signalled.signum))
     finally:
         if argv is None:  # the program itself, about to exit: its last collection would walk every object it
             gc.freeze()  # ever loaded (typer's, pydantic's) for nothing, 30 ms; atexit and flushes still run

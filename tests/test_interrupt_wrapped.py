@@ -56,3 +56,25 @@ def test_the_guard_exits_128_plus_n(capsys: pytest.CaptureFixture[str]) -> None:
         pytest.skip("this Python does not wrap a signal raised in __set_name__")
     assert _failed(["check"], exc) == 128 + signal.SIGTERM
     assert "interrupted by SIGTERM" in capsys.readouterr().err
+
+
+def test_the_entry_exits_128_plus_n_before_the_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check's probe starts before the guard is imported: a signal can land in those imports, wrapped."""
+    import fa_doctor.cli
+    from fa_doctor import entry
+
+    exc = _wrapped()
+    if not isinstance(exc, Exception):
+        pytest.skip("this Python does not wrap a signal raised in __set_name__")
+
+    def interrupted_import(args: list[str]) -> None:
+        raise exc
+
+    monkeypatch.setattr(fa_doctor.cli, "main", interrupted_import)
+    with pytest.raises(SystemExit) as done:
+        entry.main(["check", "--json"])
+    assert done.value.code == 128 + signal.SIGTERM
+    plain = RuntimeError("a bug, not a signal")
+    monkeypatch.setattr(fa_doctor.cli, "main", lambda args: (_ for _ in ()).throw(plain))
+    with pytest.raises(RuntimeError, match="a bug"):
+        entry.main(["check"])
