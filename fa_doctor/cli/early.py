@@ -44,11 +44,13 @@ def guess(args: Sequence[str]) -> None:
 
 def drop() -> None:
     global _guessed
-    from fa_doctor.probes import gpu
-
     if _guessed is not None:
         _guessed.close()
-    _guessed = gpu.early = None  # the GPU probe of a run that ended unasked too
+    _guessed = None
+    if "fa_doctor.probes.gpu" in sys.modules:  # not imported for this: `--version` stays light
+        from fa_doctor.probes import gpu
+
+        gpu.early = None  # the GPU probe of a run that ended unasked too
 
 
 def probes(check: Any) -> Any:
