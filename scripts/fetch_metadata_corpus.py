@@ -5,7 +5,7 @@ byte), .../<sdist file name>/<path in the sdist> (PKG-INFO, *.egg-info/PKG-INFO,
 .../<wheel file name>/<path in the wheel> (RECORD, WHEEL, entry_points.txt), and MANIFEST.json: for every file
 the artifact's URL and name, the member, the sha256 of the file as stored and the date it was fetched (kept
 from the previous manifest when the bytes did not change). Which releases: the PLAN below; the wheel whose
-METADATA stands for a release is the one the catalog reads (regen_catalog.pick_artifact).
+METADATA stands for a release is the one the catalog reads (pypi_index.pick_artifact).
 """
 
 from __future__ import annotations
@@ -93,9 +93,9 @@ def _release_files(index: pypi_index.Index, name: str) -> dict[str, list[pypi_in
 
 
 def _wheel_for(files: Sequence[pypi_index.IndexFile], name: str) -> pypi_index.IndexFile | None:
-    art = regen_catalog.pick_artifact(files, name)
+    art = pypi_index.pick_artifact(files, name)
     if art is None and all(f.yanked for f in files):  # a yanked-only release (flash-attn-4 0.0.1) is kept too
-        art = regen_catalog.pick_artifact([_unyanked(f) for f in files], name)
+        art = pypi_index.pick_artifact([_unyanked(f) for f in files], name)
     return art
 
 

@@ -25,7 +25,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -382,3 +382,32 @@ def _sha256_of(path: Path) -> str:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def pick_artifact(files: Sequence[IndexFile], project: str) -> IndexFile | None:
+    """The one file of a release whose metadata stands for it (documented in docs/catalog.md)."""
+
+    def rank(f: IndexFile) -> tuple[int, int, str]:
+        if not f.is_wheel:
+            return (7 if f.is_sdist else 10, 0, f.filename)
+        py, abi, plat = f.wheel_tags
+        parts = f.filename[: -len(".whl")].split("-")
+        digits = re.match(r"\d*", parts[2]) if len(parts) == 6 else None
+        build = -int(digits.group() or 0) if digits else 0  # of several builds, pip takes the highest
+        x86 = "manylinux" in plat and "x86_64" in plat
+        if project == "torch":
+            return (0 if py == "cp311" and x86 else 9, build, f.filename)
+        if abi == "none" and plat == "any":
+            return (0, build, f.filename)
+        if py == "cp311" and x86:
+            return (1, build, f.filename)
+        if abi == "abi3" and x86:
+            return (2, build, f.filename)
+        if x86:
+            return (3, build, f.filename)
+        return (5 if "linux" in plat else 6, build, f.filename)
+
+    candidates = sorted((f for f in files if not f.yanked and (f.is_wheel or f.is_sdist)), key=rank)
+    if not candidates or (project == "torch" and rank(candidates[0])[0] != 0):
+        return None
+    return candidates[0]

@@ -173,35 +173,6 @@ def requires_entry(metadata: bytes) -> tuple[tuple[str, ...], str]:
     return lines, str(msg.get("Requires-Python") or "")
 
 
-def pick_artifact(files: Sequence[pypi_index.IndexFile], project: str) -> pypi_index.IndexFile | None:
-    """The one file of a release whose metadata stands for it (documented in docs/catalog.md)."""
-
-    def rank(f: pypi_index.IndexFile) -> tuple[int, int, str]:
-        if not f.is_wheel:
-            return (7 if f.is_sdist else 10, 0, f.filename)
-        py, abi, plat = f.wheel_tags
-        parts = f.filename[: -len(".whl")].split("-")
-        digits = re.match(r"\d*", parts[2]) if len(parts) == 6 else None
-        build = -int(digits.group() or 0) if digits else 0  # of several builds, pip takes the highest
-        x86 = "manylinux" in plat and "x86_64" in plat
-        if project == "torch":
-            return (0 if py == "cp311" and x86 else 9, build, f.filename)
-        if abi == "none" and plat == "any":
-            return (0, build, f.filename)
-        if py == "cp311" and x86:
-            return (1, build, f.filename)
-        if abi == "abi3" and x86:
-            return (2, build, f.filename)
-        if x86:
-            return (3, build, f.filename)
-        return (5 if "linux" in plat else 6, build, f.filename)
-
-    candidates = sorted((f for f in files if not f.yanked and (f.is_wheel or f.is_sdist)), key=rank)
-    if not candidates or (project == "torch" and rank(candidates[0])[0] != 0):
-        return None
-    return candidates[0]
-
-
 def source_entry(artifact: str, metadata: bytes) -> str:
     return f"{artifact} sha256={hashlib.sha256(metadata).hexdigest()}"
 
@@ -410,7 +381,7 @@ def read_torch_channels(timeout: float, log: Callable[[str], None]) -> dict[str,
 def read_release_metadata(
     index: pypi_index.Index, files: Sequence[pypi_index.IndexFile], project: str
 ) -> tuple[pypi_index.IndexFile, bytes] | None:
-    art = pick_artifact(files, project)
+    art = pypi_index.pick_artifact(files, project)
     if art is None:
         return None
     if art.is_wheel:

@@ -174,8 +174,6 @@ def _range_read(
 
 
 def _releases(index: pypi_index.Index, project: str, since: str) -> list[tuple[str, pypi_index.IndexFile]]:
-    from regen_catalog import pick_artifact  # the same artifact the metadata tables read
-
     by_version: dict[str, list[pypi_index.IndexFile]] = {}
     for f in index.files(project):
         by_version.setdefault(f.version, []).append(f)
@@ -183,7 +181,7 @@ def _releases(index: pypi_index.Index, project: str, since: str) -> list[tuple[s
     for version, files in by_version.items():
         if Version(version) < Version(since) or all(f.yanked for f in files):
             continue
-        art = pick_artifact(files, project)
+        art = pypi_index.pick_artifact(files, project)  # the same artifact the metadata tables read
         if art is not None and art.is_wheel:
             out.append((version, art))
     return sorted(out, key=lambda p: Version(p[0]))

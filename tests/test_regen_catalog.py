@@ -130,11 +130,11 @@ def test_pick_artifact() -> None:
         _f("torch-2.10.0-cp311-cp311-manylinux_2_28_aarch64.whl"),
         _f("torch-2.10.0-cp312-cp312-manylinux_2_28_x86_64.whl"),
     ]
-    assert rc.pick_artifact(torch, "torch") == torch[1]
-    assert rc.pick_artifact(torch[2:3], "torch") is None  # no cp311 x86_64 wheel: not read
+    assert pypi_index.pick_artifact(torch, "torch") == torch[1]
+    assert pypi_index.pick_artifact(torch[2:3], "torch") is None  # no cp311 x86_64 wheel: not read
     files = [_f("p-1.0.tar.gz"), _f("p-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"), _f("p-1.0-py3-none-any.whl", True)]
-    assert rc.pick_artifact(files, "p") == files[1]  # the yanked pure wheel is passed over
-    assert rc.pick_artifact(files[:1], "p") == files[0]
+    assert pypi_index.pick_artifact(files, "p") == files[1]  # the yanked pure wheel is passed over
+    assert pypi_index.pick_artifact(files[:1], "p") == files[0]
 
 
 def test_requirement_filter() -> None:
