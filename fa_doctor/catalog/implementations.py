@@ -44,6 +44,10 @@ FA2 = Implementation(
     majors=frozenset({8, 9, 10, 12}),
     note="release wheels carry sm_80/sm_90 (+sm_100/sm_120 when built with CUDA >= 12.8), no sm_110, no PTX",
 )
+# flash-attn ships a flash_attn/cute of its own (an old FA4) through at least this release: 21 flash_attn/cute files
+# in flash_attn-2.8.3.post2.tar.gz's SOURCES.txt, installed by its find_packages(). Installed after flash-attn-4, it
+# overwrites FA4's files.
+FA2_SHIPS_CUTE_THROUGH = "2.8.3.post2"
 FA3_SGL = Implementation(
     key="fa3-sgl",
     version=3,

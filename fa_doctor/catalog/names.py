@@ -39,6 +39,7 @@ TVM_FFI = "apache-tvm-ffi"
 DLPACK_EXT = "torch-c-dlpack-ext"
 CUDA_BINDINGS = ("cuda-bindings", "cuda-python")
 FA4_RUNTIME = (CUTLASS_DSL, *DSL_PARTS, QUACK, TVM_FFI, DLPACK_EXT)
+EINOPS = "einops"  # flash-attn's one requirement besides torch
 
 # Distributions a repair of an FA package may resolve: a server's exact pins on these are held as constraints.
 FA_CLOSURE = (
@@ -49,7 +50,7 @@ FA_CLOSURE = (
     FLASH_ATTN_4,
     *FA4_RUNTIME,
     *CUDA_BINDINGS,
-    "einops",
+    EINOPS,
     "typing-extensions",
 )
 

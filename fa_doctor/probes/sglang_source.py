@@ -9,7 +9,7 @@ import os
 import re
 from dataclasses import replace
 
-from fa_doctor.catalog import names, server_rules
+from fa_doctor.catalog import implementations, names, server_rules
 from fa_doctor.catalog.server_rules import SglangRules
 from fa_doctor.model.install import Distribution, DistributionScan, SglangFacts
 from fa_doctor.probes import files, sglang_rules
@@ -88,21 +88,22 @@ def _fa4(rules: SglangRules, root: str, scan: DistributionScan | None) -> tuple[
         which = f"{kernel.name} {kernel.version}" if kernel else f"the kernel package ({rules.kernel or 'not pinned'})"
         text = (
             f"SGLang {rules.version} calls sgl_kernel.flash_attn(..., ver=4), which takes FA4 from the CuTe copy "
-            f"inside {which} ({module}); the flash-attn-4 package is not used"
+            f"inside {which} ({module}); the {names.FLASH_ATTN_4} package is not used"
         )
         return module, True, text
     if rules.fa4.startswith("sglang."):
         text = f"SGLang {rules.version}'s own vendored copy ({rules.fa4})"
         if rules.fa4_switch:
             var, value, other = rules.fa4_switch
-            text += f"; with {var}={value} it imports {other} (the flash-attn-4 package) instead"
+            text += f"; with {var}={value} it imports {other} (the {names.FLASH_ATTN_4} package) instead"
         return rules.fa4, True, text
     if rules.fa4:
-        return rules.fa4, False, f"SGLang {rules.version} imports {rules.fa4} from the flash-attn-4 package"
+        return rules.fa4, False, f"SGLang {rules.version} imports {rules.fa4} from the {names.FLASH_ATTN_4} package"
     for marker, module in _FA4_HOMES:  # the wrapper's import could not be read: where a vendored copy would be
         if files.is_regular(os.path.join(root, marker)):
             return module, True, f"SGLang {rules.version}'s own vendored copy ({module})"
-    return "flash_attn.cute", False, f"SGLang {rules.version} imports flash_attn.cute (the flash-attn-4 package)"
+    fa4 = implementations.FA4.module
+    return fa4, False, f"SGLang {rules.version} imports {fa4} (the {names.FLASH_ATTN_4} package)"
 
 
 def read_sglang(dist: Distribution, override_name: str, scan: DistributionScan | None = None) -> SglangFacts:

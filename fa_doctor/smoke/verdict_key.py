@@ -25,10 +25,10 @@ _MAX_FILES = 20000  # stat calls per distribution; past this the digest says "tr
 _META_FILES = ("METADATA", "PKG-INFO", "RECORD", "direct_url.json", "INSTALLER", "installed-files.txt")
 
 # What an implementation imports besides its own distributions. `flash_attn` is a namespace two distributions
-# fill (FA2 up to 2.8.3.post1 ships a flash_attn/cute of its own): both are watched for either.
+# fill (FA2 ships a flash_attn/cute of its own: implementations.FA2_SHIPS_CUTE_THROUGH): both are watched for either.
 _FA4_RUNTIME = (*names.FA4_RUNTIME, *names.CUDA_BINDINGS)
 _EXTRA: Mapping[str, tuple[str, ...]] = {
-    "fa2": (names.FLASH_ATTN_4, "einops"),
+    "fa2": (names.FLASH_ATTN_4, names.EINOPS),
     "fa4": (names.FLASH_ATTN, *_FA4_RUNTIME),
     "fa4-sglang": (names.SGL_FA4, *_FA4_RUNTIME),
 }

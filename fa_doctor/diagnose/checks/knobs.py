@@ -56,7 +56,7 @@ def _sgl_fa3_kernel(facts: Facts, value: str) -> list[Finding]:
         )
     if _ENVBOOL.index(low) < 4:
         return []
-    hub = facts.scan.first("kernels") is not None
+    hub = facts.scan.first(names.KERNELS) is not None
     return make(
         "knob.active",
         Severity.INFO if hub else Severity.WARN,

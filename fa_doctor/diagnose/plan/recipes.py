@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from fa_doctor.catalog import ecosystem, names, urls
 from fa_doctor.catalog.families import normalize
+from fa_doctor.catalog.implementations import FA2_SHIPS_CUTE_THROUGH
 from fa_doctor.diagnose.contain import collected
 from fa_doctor.diagnose.derive.requires import (
     applies,
@@ -110,8 +111,8 @@ def fa2(facts: Facts) -> Iterator[Remedy]:
     fa4_have = installed(facts, names.FLASH_ATTN_4)
     after: tuple[Action, ...] = (reinstall_same(facts, f"{names.FLASH_ATTN_4}=={fa4_have}"),) if fa4_have else ()
     cute = (
-        f" flash-attn up to 2.8.3.post2 also ships an old flash_attn/cute that overwrites {names.FLASH_ATTN_4} "
-        f"{fa4_have}'s files, so the last command puts FA4's copy back."
+        f" flash-attn up to {FA2_SHIPS_CUTE_THROUGH} also ships an old flash_attn/cute that overwrites "
+        f"{names.FLASH_ATTN_4} {fa4_have}'s files, so the last command puts FA4's copy back."
         if fa4_have
         else ""
     )
