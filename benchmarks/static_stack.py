@@ -107,7 +107,9 @@ def main() -> None:
         run_app = "import runpy, sys\nsys.argv = ['app.py', 'hello']\ntry:\n"
         run_app += f"    runpy.run_path({str(app)!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
         run_app += "import typer\nprint(typer.__version__, 'pydantic' in sys.modules)"
-        stack = subprocess.run([sys.executable, "-c", run_app], capture_output=True, text=True).stdout.split()[-2:]
+        done = subprocess.run([sys.executable, "-c", run_app], capture_output=True, text=True, timeout=300)
+        words = done.stdout.split() if done.returncode == 0 else []
+        stack = words[-2:] if len(words) >= 2 else ["?", "?"]  # the app's run failed: the stack is not named
     med = {name: statistics.median(s) * 1000 for name, s in samples.items()}
     print(f"floor stack: typer {stack[0]}, pydantic loaded by its run: {stack[1] == 'True'}")
     for name, s in samples.items():
